@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Bootstrap and run Clearance with nothing but Python 3.11+.
+
+    python3 dev.py up      # set up .venv/ and run the whole system (clearance up)
+    python3 dev.py test    # set up .venv/ and run the full test suite
+    python3 dev.py bench   # benchmarks (not tests)
+    python3 dev.py lint    # ruff, mypy --strict, import-linter, schema drift
+
+Idempotent: .venv/ is (re)installed only when pyproject.toml changed since last time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+STAMP = VENV / ".clearance-installed"
+
+
+def _fingerprint() -> str:
+    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+
+
+def ensure_venv() -> None:
+    if sys.version_info < (3, 11):
+        raise SystemExit("Clearance needs Python 3.11 or newer")
+    if STAMP.exists() and STAMP.read_text() == _fingerprint() and (BIN / "clearance").exists():
+        return
+    if not (BIN / "python").exists():
+        print("creating .venv/ ...", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    print("installing Clearance and its pinned dependencies into .venv/ ...", flush=True)
+    pip = [str(BIN / "python"), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "-e", f"{ROOT}[dev]"], check=True)
+    STAMP.write_text(_fingerprint())
+
+
+def main() -> int:
+    command = sys.argv[1] if len(sys.argv) > 1 else "up"
+    rest = sys.argv[2:]
+    ensure_venv()
+    just = [str(BIN / "just"), "--justfile", str(ROOT / "justfile"), "--working-directory",
+            str(ROOT)]
+    if command in ("up", "test", "bench", "lint", "schemas"):
+        return subprocess.call([*just, command, *rest])
+    if command == "setup":
+        return 0
+    raise SystemExit(f"unknown command {command!r}: use up, test, bench, lint or setup")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

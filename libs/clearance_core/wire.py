@@ -1,0 +1,177 @@
+"""The public wire contract: every message that crosses NATS, as msgspec Structs.
+
+These Structs are the only wire types of Clearance. ``proto-schemas/`` is generated
+from them (``clearance schemas``) and a test fails when the two drift apart.
+
+Requests ignore unknown fields (forward compatibility); a wrong type, a missing
+required field or a value outside an enumeration is a ``bad_request``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+Action = Literal["view", "view_metrics"]
+DecisionKind = Literal["allow", "deny", "partial"]
+EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+FieldValue = str | int | float | bool | None
+
+
+class Principal(msgspec.Struct, kw_only=True, frozen=True):
+    """Who is asking, as asserted by the calling service (CONTRACT section 2)."""
+
+    username: str
+    groups: list[str] = []
+    email: str | None = None
+
+
+class Resource(msgspec.Struct, kw_only=True, frozen=True):
+    """What is asked about. ``cluster`` defaults to ``name`` for ``type: cluster``."""
+
+    type: str
+    name: str = "*"
+    cluster: str | None = None
+    namespace: str | None = None
+    labels: dict[str, str] = {}
+    fields: dict[str, FieldValue] = {}
+
+
+class RequestBase(msgspec.Struct, kw_only=True):
+    """Fields every request subject accepts (CONTRACT section 0)."""
+
+    request_id: str | None = None
+    min_revision: int | None = None
+    timeout_ms: int | None = None
+
+
+class CheckRequest(RequestBase, kw_only=True):
+    """``clearance.v1.check``."""
+
+    principal: Principal
+    action: Action
+    resource: Resource
+    explain: bool = False
+
+
+class BatchItem(msgspec.Struct, kw_only=True, frozen=True):
+    action: Action
+    resource: Resource
+
+
+class BatchRequest(RequestBase, kw_only=True):
+    """``clearance.v1.check.batch``: many checks for one principal, answered in order."""
+
+    principal: Principal
+    checks: list[BatchItem]
+    explain: bool = False
+
+
+class StatusRequest(RequestBase, kw_only=True):
+    """``clearance.v1.status``."""
+
+
+class TraceStep(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One candidate policy in an explanation, in evaluation order.
+
+    ``outcome`` is ``skipped`` (with ``reason`` one of ``disabled``, ``invalid``,
+    ``not_yet_valid``, ``expired``, ``invalid_time``), ``no_match`` (no rule and no
+    default matched the cluster), ``matched`` (a rule matched but another step decides)
+    or ``decided``.
+    """
+
+    policy: str
+    priority: int
+    effect: str
+    outcome: Literal["skipped", "no_match", "matched", "decided"]
+    reason: str
+    rule: int | None = None
+    selector: str | None = None
+
+
+class CheckResult(msgspec.Struct, kw_only=True):
+    """The answer to one check (``clearance.v1.check`` and each batch entry)."""
+
+    decision: DecisionKind
+    allowed: bool
+    reason: str
+    policy: str | None = None
+    permissions: list[Action] = []
+    filters: dict[str, Any] | None = None
+    cached: bool = False
+    trace: list[TraceStep] | msgspec.UnsetType = msgspec.UNSET
+    revision: int | msgspec.UnsetType = msgspec.UNSET
+    request_id: str | None | msgspec.UnsetType = msgspec.UNSET
+
+
+class BatchReply(msgspec.Struct, kw_only=True):
+    results: list[CheckResult]
+    revision: int
+    request_id: str | None | msgspec.UnsetType = msgspec.UNSET
+
+
+class ServiceStatus(msgspec.Struct, kw_only=True):
+    revision: int
+    healthy: bool
+
+
+class CacheStatus(msgspec.Struct, kw_only=True):
+    entries: int
+    hits: int
+    misses: int
+
+
+class StatusReply(msgspec.Struct, kw_only=True):
+    revision: int
+    services: dict[str, ServiceStatus]
+    policies: int
+    cache: CacheStatus
+    request_id: str | None | msgspec.UnsetType = msgspec.UNSET
+
+
+class ErrorBody(msgspec.Struct, kw_only=True):
+    code: Literal["bad_request", "not_found", "stale", "unavailable", "internal"]
+    message: str
+
+
+class ErrorReply(msgspec.Struct, kw_only=True):
+    error: ErrorBody
+    request_id: str | None | msgspec.UnsetType = msgspec.UNSET
+
+
+class Event(msgspec.Struct, kw_only=True):
+    """One change on ``clearance.events.<kind>.<id>`` (CONTRACT section 1)."""
+
+    type: EventType
+    object: dict[str, Any]
+
+
+class ChangedPrincipals(msgspec.Struct, kw_only=True):
+    users: list[str] = []
+    groups: list[str] = []
+
+
+class DecisionsChanged(msgspec.Struct, kw_only=True):
+    """``clearance.decisions.changed``: whose cached decisions an event may alter."""
+
+    revision: int
+    principals: ChangedPrincipals
+    all: bool = False
+
+
+# Subjects -----------------------------------------------------------------------------
+
+EVENTS_STREAM = "CLEARANCE_EVENTS"
+EVENTS_SUBJECTS = "clearance.events.>"
+SUBJECT_CHECK = "clearance.v1.check"
+SUBJECT_BATCH = "clearance.v1.check.batch"
+SUBJECT_STATUS = "clearance.v1.status"
+SUBJECT_DECISIONS_CHANGED = "clearance.decisions.changed"
+
+#: Every request Struct with the subject it is served on (used by the schema generator).
+REQUESTS: dict[str, tuple[type[msgspec.Struct], type[msgspec.Struct]]] = {
+    SUBJECT_CHECK: (CheckRequest, CheckResult),
+    SUBJECT_BATCH: (BatchRequest, BatchReply),
+    SUBJECT_STATUS: (StatusRequest, StatusReply),
+}

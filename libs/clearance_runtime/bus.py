@@ -1,0 +1,93 @@
+"""NATS connection and the event stream (CONTRACT section 1).
+
+The stream is created at start if missing and left alone when it exists (operators may
+have tuned it). It keeps the last messages of every object subject for ever, so replaying
+it from the start rebuilds the complete current state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import nats
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.errors import NotFoundError
+
+from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS
+from clearance_runtime import logs
+
+log = logs.get(__name__)
+
+#: History kept per object subject. Older versions of an object are not needed to rebuild
+#: state (every event carries the whole object); the latest is never discarded.
+HISTORY_PER_OBJECT = 16
+DUPLICATE_WINDOW_SECONDS = 120.0
+
+
+async def connect(url: str, *, name: str) -> Client:
+    """Connect, retrying until the server answers; reconnect for ever afterwards."""
+
+    async def _error(exc: Exception) -> None:
+        log.warning("nats_error", error=str(exc))
+
+    async def _disconnected() -> None:
+        log.warning("nats_disconnected")
+
+    async def _reconnected() -> None:
+        log.info("nats_reconnected")
+
+    delay = 0.2
+    while True:
+        try:
+            return await nats.connect(
+                url,
+                name=name,
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=0.5,
+                connect_timeout=2,
+                allow_reconnect=True,
+                error_cb=_error,
+                disconnected_cb=_disconnected,
+                reconnected_cb=_reconnected,
+            )
+        except (OSError, nats.errors.Error, asyncio.TimeoutError) as exc:
+            log.warning("nats_connect_failed", url=url, error=str(exc), retry_in=delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+def stream_config() -> StreamConfig:
+    return StreamConfig(
+        name=EVENTS_STREAM,
+        subjects=[EVENTS_SUBJECTS],
+        retention=RetentionPolicy.LIMITS,
+        storage=StorageType.FILE,
+        discard=DiscardPolicy.OLD,
+        max_msgs_per_subject=HISTORY_PER_OBJECT,
+        duplicate_window=DUPLICATE_WINDOW_SECONDS,
+    )
+
+
+async def ensure_stream(js: JetStreamContext) -> None:
+    """Create ``CLEARANCE_EVENTS`` if it does not exist (racing creators are fine)."""
+    try:
+        await js.stream_info(EVENTS_STREAM)
+        return
+    except NotFoundError:
+        pass
+    try:
+        await js.add_stream(stream_config())
+        log.info("stream_created", stream=EVENTS_STREAM)
+    except nats.js.errors.BadRequestError as exc:
+        # Another service created it between our two calls.
+        if "already in use" not in str(exc):
+            raise
+
+
+def header(msg: Any, name: str) -> str | None:
+    headers = getattr(msg, "headers", None) or {}
+    value = headers.get(name)
+    return value if isinstance(value, str) else None

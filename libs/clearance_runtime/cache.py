@@ -1,0 +1,141 @@
+"""The decision cache in Redis, with exact invalidation indexes.
+
+An entry is written only if the compiled state did not change while it was computed (a
+Lua script compares ``clr:rev`` with the revision its snapshot saw), so an invalidation
+can never be overtaken by a slow writer. Each entry is indexed under the username and
+email, every effective group, its cluster and its principal; the invalidator deletes
+exactly the entries of the indexes an event names — no keyspace scans.
+
+Reads from concurrent requests are coalesced: all the lookups issued in one event-loop
+iteration travel as a single MGET (together with the system revision).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+import msgspec
+import redis.asyncio as aioredis
+
+from clearance_runtime import keys
+
+_PUT = f"""
+if (redis.call('GET', '{keys.REV}') or '0') ~= ARGV[1] then return 0 end
+local now, index_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
+local i, n = 4, 0
+while i <= #ARGV do
+  local key, blob, ttl, nidx = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+  redis.call('SET', key, blob, 'PX', ttl)
+  redis.call('ZADD', '{keys.CACHE_ALL}', now + ttl, key)
+  for j = 1, nidx do
+    local idx = ARGV[i + 3 + j]
+    redis.call('SADD', idx, key)
+    redis.call('PEXPIRE', idx, index_ttl)
+  end
+  i, n = i + 4 + nidx, n + 1
+end
+return n
+"""
+
+#: Deletes every entry listed in the given index sets (KEYS) and the sets themselves,
+#: then advances the invalidated revision (ARGV[1]) — atomically.
+INVALIDATE = f"""
+local n = 0
+for _, idx in ipairs(KEYS) do
+  for _, k in ipairs(redis.call('SMEMBERS', idx)) do
+    n = n + redis.call('DEL', k)
+    redis.call('ZREM', '{keys.CACHE_ALL}', k)
+  end
+  redis.call('DEL', idx)
+end
+if ARGV[2] == '1' then
+  for _, k in ipairs(redis.call('ZRANGE', '{keys.CACHE_ALL}', 0, -1)) do
+    n = n + redis.call('DEL', k)
+  end
+  redis.call('DEL', '{keys.CACHE_ALL}')
+end
+local current = tonumber(redis.call('GET', '{keys.INVALIDATED_REV}') or '0')
+if tonumber(ARGV[1]) > current then redis.call('SET', '{keys.INVALIDATED_REV}', ARGV[1]) end
+return n
+"""
+
+
+class Entry(msgspec.Struct, frozen=True):
+    key: str
+    blob: bytes
+    ttl_ms: int
+    indexes: tuple[str, ...]
+
+
+class DecisionCache:
+    def __init__(self, redis: aioredis.Redis, *, ttl_seconds: int) -> None:
+        self._r = redis
+        self.ttl_ms = ttl_seconds * 1000
+        self._put = redis.register_script(_PUT)
+        self._clear = redis.register_script(INVALIDATE)
+        self._pending: list[tuple[Sequence[str], asyncio.Future[tuple[int, list[bytes | None]]]]]
+        self._pending = []
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.ttl_ms > 0
+
+    async def lookup(self, cache_keys: Sequence[str]) -> tuple[int, list[bytes | None]]:
+        """(system revision, cached blobs) — coalesced with concurrent lookups."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[tuple[int, list[bytes | None]]] = loop.create_future()
+        if not self._pending:
+            loop.call_soon(self._flush)
+        self._pending.append((cache_keys, future))
+        return await future
+
+    def _flush(self) -> None:
+        batch, self._pending = self._pending, []
+        asyncio.get_running_loop().create_task(self._mget(batch))
+
+    async def _mget(
+        self,
+        batch: list[tuple[Sequence[str], asyncio.Future[tuple[int, list[bytes | None]]]]],
+    ) -> None:
+        flat = [keys.INVALIDATED_REV]
+        for cache_keys, _ in batch:
+            flat.extend(cache_keys)
+        try:
+            values = await self._r.mget(flat)
+        except Exception as exc:  # noqa: BLE001  (handed to every waiter)
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        revision = int(values[0] or 0)
+        position = 1
+        for cache_keys, future in batch:
+            chunk = values[position : position + len(cache_keys)]
+            position += len(cache_keys)
+            if not future.done():
+                future.set_result((revision, chunk))
+
+    async def store(self, compiled_revision: str, entries: Sequence[Entry]) -> int:
+        if not entries or not self.enabled:
+            return 0
+        argv: list[str | bytes | int] = [compiled_revision, int(time.time() * 1000), self.ttl_ms]
+        for entry in entries:
+            argv.extend((entry.key, entry.blob, entry.ttl_ms, len(entry.indexes)))
+            argv.extend(entry.indexes)
+        return int(await self._put(args=argv))
+
+    async def clear(self, principal_digest: str | None) -> int:
+        """Drop one principal's entries, or every entry (``None``)."""
+        if principal_digest is None:
+            return int(await self._clear(keys=[], args=[0, "1"]))
+        return int(await self._clear(keys=[keys.cache_by_principal(principal_digest)],
+                                     args=[0, "0"]))
+
+    async def entries(self) -> int:
+        now = int(time.time() * 1000)
+        await self._r.zremrangebyscore(keys.CACHE_ALL, "-inf", now)
+        return int(await self._r.zcard(keys.CACHE_ALL))

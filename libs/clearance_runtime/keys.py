@@ -1,0 +1,80 @@
+"""The Redis key layout (internal; clients never see it).
+
+Every key starts with ``clr:`` and a fixed kind prefix; the variable part is always the
+*last* segment and is never parsed back, so names containing ``:`` or ``,`` cannot make
+two keys collide (a ClusterPulse defect: ``policy:{ns}:{name}`` vs ``policy:user:*``).
+
+Compiled state (written only by the compiler, in one MULTI per event):
+    clr:rev                 last stream sequence folded (the compiler's checkpoint)
+    clr:pol                 HASH  "ns/name" -> msgpack CompiledPolicy
+    clr:pidx:u:<name>       SET   policy keys naming a user (username or email)
+    clr:pidx:sa:<username>  SET   policy keys naming a service account
+    clr:pidx:g:<group>      SET   policy keys naming a group
+    clr:mc                  HASH  cluster -> JSON labels (the ManagedCluster inventory)
+    clr:grp                 HASH  group -> JSON sorted users
+    clr:memb:<user>         SET   groups listing the user (or email)
+    clr:changes             STREAM one record per event, id "<rev>-0", for the invalidator
+Invalidator:
+    clr:inval:rev           last change record applied (the system's revision)
+Decision cache:
+    clr:dc:<digest>         msgpack CheckResult (TTL)
+    clr:dci:u:<name>        SET   cache keys of a username or email
+    clr:dci:g:<group>       SET   cache keys computed with this effective group
+    clr:dci:c:<cluster>     SET   cache keys about this cluster
+    clr:dci:p:<digest>      SET   cache keys of one principal (cache.clear)
+    clr:dci:all             ZSET  cache key -> expiry (ms): exact entry counts
+Operations:
+    clr:svc:<service>       HASH  revision, heartbeat (ms)
+    clr:stats               HASH  hits, misses
+"""
+
+from __future__ import annotations
+
+REV = "clr:rev"
+POLICIES = "clr:pol"
+CLUSTERS = "clr:mc"
+GROUPS = "clr:grp"
+CHANGES = "clr:changes"
+INVALIDATED_REV = "clr:inval:rev"
+CACHE_ALL = "clr:dci:all"
+STATS = "clr:stats"
+
+
+def policy_by_user(name: str) -> str:
+    return f"clr:pidx:u:{name}"
+
+
+def policy_by_sa(username: str) -> str:
+    return f"clr:pidx:sa:{username}"
+
+
+def policy_by_group(group: str) -> str:
+    return f"clr:pidx:g:{group}"
+
+
+def member_of(user: str) -> str:
+    return f"clr:memb:{user}"
+
+
+def cache_entry(digest: str) -> str:
+    return f"clr:dc:{digest}"
+
+
+def cache_by_user(name: str) -> str:
+    return f"clr:dci:u:{name}"
+
+
+def cache_by_group(group: str) -> str:
+    return f"clr:dci:g:{group}"
+
+
+def cache_by_cluster(cluster: str) -> str:
+    return f"clr:dci:c:{cluster}"
+
+
+def cache_by_principal(digest: str) -> str:
+    return f"clr:dci:p:{digest}"
+
+
+def service(name: str) -> str:
+    return f"clr:svc:{name}"

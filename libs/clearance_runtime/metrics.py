@@ -1,0 +1,36 @@
+"""Prometheus metrics of every process, served on ``CLEARANCE_METRICS_PORT``."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+DECISIONS = Counter(
+    "clearance_decisions_total", "Decisions answered, by subject and result",
+    ["subject", "result"],
+)
+DECISION_LATENCY = Histogram(
+    "clearance_decision_seconds", "Time to answer a request, by subject", ["subject"],
+    buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5),
+)
+CACHE = Counter("clearance_decision_cache_total", "Decision cache lookups", ["result"])
+EVENTS_COMPILED = Counter(
+    "clearance_events_compiled_total", "Stream events folded by the compiler, by kind and outcome",
+    ["kind", "outcome"],
+)
+CONSUMER_LAG = Gauge(
+    "clearance_consumer_lag", "Messages not yet processed by a consumer", ["consumer"]
+)
+EVENTS_PUBLISHED = Counter(
+    "clearance_events_published_total", "Events the watcher appended, by source and type",
+    ["source", "type"],
+)
+INVALIDATIONS = Counter(
+    "clearance_cache_invalidated_total", "Cached decisions removed by the invalidator"
+)
+MALFORMED = Counter("clearance_malformed_total", "Malformed inputs skipped, by where", ["where"])
+
+
+def serve(port: int) -> None:
+    """Start the /metrics HTTP endpoint (no-op for port 0)."""
+    if port:
+        start_http_server(port)

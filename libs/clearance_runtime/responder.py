@@ -1,0 +1,125 @@
+"""A lean request/reply server over nats-py, with the contract's error envelope.
+
+Why not FastStream's subscriber pipeline: on this machine kind it answers at ~0.29x the
+throughput of a bare nats-py echo (its per-message decode, dependency injection and
+logging), and the decision path must stay above 0.5x. This module keeps what the
+decision service needs and nothing else: a queue-group subscription per subject (so
+replicas share the load), one task per request under a concurrency bound, a request id
+bound into every log line, and fail-closed error replies.
+
+A handler gets the raw body and returns the encoded reply. Any ``RequestError`` becomes
+``{"error": {"code", "message"}}``; anything else becomes ``internal`` — never an allow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import msgspec
+import structlog
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+from clearance_core.errors import BadRequest, Internal, RequestError
+from clearance_core.wire import ErrorBody, ErrorReply
+from clearance_runtime import logs, metrics
+
+log = logs.get(__name__)
+Handler = Callable[[bytes], Awaitable[bytes]]
+T = TypeVar("T")
+_encode = msgspec.json.Encoder().encode
+
+
+class _RequestId(msgspec.Struct):
+    request_id: Any = None
+
+
+_request_id = msgspec.json.Decoder(_RequestId).decode
+
+
+def request_id_of(body: bytes) -> str | None:
+    try:
+        value = _request_id(body).request_id
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def error_reply(exc: RequestError, request_id: str | None) -> bytes:
+    reply = ErrorReply(error=ErrorBody(code=exc.code, message=exc.message))
+    if request_id is not None:
+        reply.request_id = request_id
+    return _encode(reply)
+
+
+def decode_request(decoder: msgspec.json.Decoder[T], body: bytes) -> T:
+    """Decode a request; every decoding problem is a ``bad_request`` with msgspec's text."""
+    try:
+        return decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        raise BadRequest(f"invalid request: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise BadRequest(f"request is not valid JSON: {exc}") from None
+
+
+class Responder:
+    def __init__(self, nc: Client, *, queue: str, max_in_flight: int = 1024) -> None:
+        self._nc = nc
+        self._queue = queue
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._subs: list[Any] = []
+
+    async def serve(self, subject: str, handler: Handler) -> None:
+        async def on_message(msg: Msg) -> None:
+            # Returns at once (after a free slot) so nats-py hands us the next message;
+            # requests that arrive together run together (and share Redis round trips).
+            await self._slots.acquire()
+            task = asyncio.create_task(self._answer(subject, handler, msg))
+            self._tasks.add(task)
+            task.add_done_callback(self._done)
+
+        self._subs.append(
+            await self._nc.subscribe(subject, queue=self._queue, cb=on_message,
+                                     pending_msgs_limit=65536)
+        )
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._slots.release()
+
+    async def _answer(self, subject: str, handler: Handler, msg: Msg) -> None:
+        started = time.perf_counter()
+        body = msg.data
+        try:
+            reply = await handler(body)
+            result = "ok"
+        except RequestError as exc:
+            rid = request_id_of(body)
+            reply = error_reply(exc, rid)
+            result = exc.code
+            log.info("request_failed", subject=subject, request_id=rid, code=exc.code,
+                     error=exc.message)
+        except Exception as exc:  # fail closed: any surprise is an internal error
+            rid = request_id_of(body)
+            reply = error_reply(Internal(f"internal error: {type(exc).__name__}"), rid)
+            result = "internal"
+            with structlog.contextvars.bound_contextvars(request_id=rid):
+                log.exception("request_crashed", subject=subject)
+        metrics.DECISION_LATENCY.labels(subject=subject).observe(time.perf_counter() - started)
+        if result != "ok":
+            metrics.DECISIONS.labels(subject=subject, result=result).inc()
+        if msg.reply:
+            try:
+                await self._nc.publish(msg.reply, reply)
+            except Exception as exc:  # noqa: BLE001  (connection loss: the caller times out)
+                log.warning("reply_failed", subject=subject, error=str(exc))
+
+    async def stop(self) -> None:
+        for sub in self._subs:
+            await sub.unsubscribe()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=5.0)

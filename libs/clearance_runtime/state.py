@@ -1,0 +1,143 @@
+"""The compiled state in Redis: the compiler's writes (one MULTI per event).
+
+Each commit writes the object's compiled value, its index entries, the checkpoint
+``clr:rev`` and a change record on ``clr:changes`` atomically. A crash can therefore
+never leave a half-applied policy, an index without its policy, or a change the
+invalidator will not hear about; replaying an event at or below the checkpoint is a
+no-op (the compiler skips it), so folding is idempotent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import redis.asyncio as aioredis
+
+from clearance_core.fold import Affected
+from clearance_core.policy import CompiledPolicy
+from clearance_runtime import keys
+
+_policy_encoder = msgspec.msgpack.Encoder()
+_policy_decoder = msgspec.msgpack.Decoder(CompiledPolicy)
+_json = msgspec.json.Encoder()
+
+
+class ChangeRecord(msgspec.Struct, kw_only=True):
+    """What one event changed, for the invalidator (stored as stream fields)."""
+
+    revision: int
+    users: list[str] = []
+    groups: list[str] = []
+    clusters: list[str] = []
+    all: bool = False
+
+
+def encode_policy(policy: CompiledPolicy) -> bytes:
+    return _policy_encoder.encode(policy)
+
+
+def decode_policy(blob: bytes) -> CompiledPolicy:
+    return _policy_decoder.decode(blob)
+
+
+class StateStore:
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self._r = redis
+
+    async def checkpoint(self) -> int | None:
+        """The last folded sequence, or None when Redis holds no compiled state at all."""
+        raw = await self._r.get(keys.REV)
+        return int(raw) if raw is not None else None
+
+    async def policy(self, key: str) -> CompiledPolicy | None:
+        blob = await self._r.hget(keys.POLICIES, key)  # type: ignore[misc]
+        return decode_policy(blob) if blob else None
+
+    async def cluster(self, name: str) -> dict[str, str] | None:
+        raw = await self._r.hget(keys.CLUSTERS, name)  # type: ignore[misc]
+        return msgspec.json.decode(raw, type=dict[str, str]) if raw else None
+
+    async def group(self, name: str) -> list[str] | None:
+        raw = await self._r.hget(keys.GROUPS, name)  # type: ignore[misc]
+        return msgspec.json.decode(raw, type=list[str]) if raw else None
+
+    def _finish(self, pipe: Any, seq: int, affected: Affected) -> None:
+        pipe.set(keys.REV, seq)
+        record = ChangeRecord(
+            revision=seq,
+            users=sorted(affected.users),
+            groups=sorted(affected.groups),
+            clusters=sorted(affected.clusters),
+            all=affected.all,
+        )
+        pipe.xadd(keys.CHANGES, {"r": _json.encode(record)}, id=f"{seq}-0")
+
+    async def commit_noop(self, seq: int) -> None:
+        async with self._r.pipeline(transaction=True) as pipe:
+            self._finish(pipe, seq, Affected())
+            await pipe.execute()
+
+    async def commit_policy(
+        self,
+        seq: int,
+        key: str,
+        previous: CompiledPolicy | None,
+        new: CompiledPolicy | None,
+        affected: Affected,
+    ) -> None:
+        old_idx = _index_keys(previous)
+        new_idx = _index_keys(new)
+        async with self._r.pipeline(transaction=True) as pipe:
+            for index_key in old_idx - new_idx:
+                pipe.srem(index_key, key)
+            for index_key in new_idx - old_idx:
+                pipe.sadd(index_key, key)
+            if new is None:
+                pipe.hdel(keys.POLICIES, key)
+            else:
+                pipe.hset(keys.POLICIES, key, encode_policy(new))
+            self._finish(pipe, seq, affected)
+            await pipe.execute()
+
+    async def commit_cluster(
+        self, seq: int, name: str, labels: dict[str, str] | None, affected: Affected
+    ) -> None:
+        async with self._r.pipeline(transaction=True) as pipe:
+            if labels is None:
+                pipe.hdel(keys.CLUSTERS, name)
+            else:
+                pipe.hset(keys.CLUSTERS, name, _json.encode(labels))
+            self._finish(pipe, seq, affected)
+            await pipe.execute()
+
+    async def commit_group(
+        self,
+        seq: int,
+        name: str,
+        previous: list[str] | None,
+        users: list[str] | None,
+        affected: Affected,
+    ) -> None:
+        old, new = set(previous or ()), set(users or ())
+        async with self._r.pipeline(transaction=True) as pipe:
+            for user in old - new:
+                pipe.srem(keys.member_of(user), name)
+            for user in new - old:
+                pipe.sadd(keys.member_of(user), name)
+            if users is None:
+                pipe.hdel(keys.GROUPS, name)
+            else:
+                pipe.hset(keys.GROUPS, name, _json.encode(users))
+            self._finish(pipe, seq, affected)
+            await pipe.execute()
+
+
+def _index_keys(policy: CompiledPolicy | None) -> set[str]:
+    if policy is None:
+        return set()
+    return (
+        {keys.policy_by_user(u) for u in policy.users}
+        | {keys.policy_by_sa(sa) for sa in policy.service_accounts}
+        | {keys.policy_by_group(g) for g in policy.groups}
+    )

@@ -1,0 +1,1 @@
+"""The cache-invalidator: removes exactly the cached decisions each change can affect."""

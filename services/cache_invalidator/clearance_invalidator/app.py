@@ -1,0 +1,89 @@
+"""Follow the compiler's change records and delete exactly the affected cache entries.
+
+The compiler appends one record per event to the Redis stream ``clr:changes`` (id
+``<revision>-0``) in the same transaction as the state change, so no change can be
+compiled without its record. This loop reads the records after ``clr:inval:rev``, deletes
+the entries indexed under the record's users, groups and clusters (one Lua script per
+record, which also advances ``clr:inval:rev``: the system revision), publishes
+``clearance.decisions.changed`` and trims what it has applied. It keeps no state of its
+own, so a restart, or a flushed Redis, simply resumes from what Redis says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import msgspec
+import redis.asyncio as aioredis
+import redis.exceptions
+from nats.aio.client import Client
+
+from clearance_core.wire import SUBJECT_DECISIONS_CHANGED, ChangedPrincipals, DecisionsChanged
+from clearance_runtime import health, keys, logs, metrics
+from clearance_runtime.cache import INVALIDATE
+from clearance_runtime.state import ChangeRecord
+
+log = logs.get(__name__)
+_record = msgspec.json.Decoder(ChangeRecord).decode
+_encode = msgspec.json.Encoder().encode
+
+
+def index_keys(record: ChangeRecord) -> list[str]:
+    return [
+        *(keys.cache_by_user(u) for u in record.users),
+        *(keys.cache_by_group(g) for g in record.groups),
+        *(keys.cache_by_cluster(c) for c in record.clusters),
+    ]
+
+
+class Invalidator:
+    def __init__(self, nc: Client, redis: aioredis.Redis) -> None:
+        self._nc = nc
+        self._r = redis
+        self._invalidate = redis.register_script(INVALIDATE)
+        self._revision = 0
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self._step()
+            except asyncio.CancelledError:
+                raise
+            except redis.exceptions.RedisError as exc:
+                log.warning("invalidator_retrying", error=str(exc))
+                await asyncio.sleep(0.5)
+
+    async def _step(self) -> None:
+        self._revision = await health.revision(self._r)
+        response = await self._r.xread(
+            {keys.CHANGES: f"{self._revision}-0"}, count=256, block=1000
+        )
+        for _stream, entries in response or ():
+            for entry_id, fields in entries:
+                record = _record(fields[b"r"])
+                await self._apply(record)
+            last = int(entries[-1][0].split(b"-")[0])
+            await self._r.xtrim(keys.CHANGES, minid=f"{last + 1}-0")
+        await health.beat(self._r, "cache-invalidator", self._revision)
+
+    async def _apply(self, record: ChangeRecord) -> None:
+        removed = int(await self._invalidate(
+            keys=index_keys(record), args=[record.revision, "1" if record.all else "0"]
+        ))
+        self._revision = record.revision
+        metrics.INVALIDATIONS.inc(removed)
+        if record.users or record.groups or record.clusters or record.all:
+            # A cluster's labels can change anyone's answer about it: clients with caches
+            # of their own must drop everything about that cluster, hence ``all``.
+            message = DecisionsChanged(
+                revision=record.revision,
+                principals=ChangedPrincipals(users=record.users, groups=record.groups),
+                all=record.all or bool(record.clusters),
+            )
+            try:
+                await self._nc.publish(SUBJECT_DECISIONS_CHANGED, _encode(message))
+            except Exception as exc:  # noqa: BLE001  (clients resync from status)
+                log.warning("decisions_changed_publish_failed", error=str(exc))
+            log.info("invalidated", revision=record.revision, removed=removed,
+                     users=len(record.users), groups=len(record.groups),
+                     clusters=record.clusters)

@@ -1,0 +1,79 @@
+"""``clearance up``: the embedded default, for a laptop or a demo.
+
+Starts nats-server (JetStream, state in ``.clearance/nats``) and valkey-server (append-
+only file in ``.clearance/valkey``) from the installed wheels, then every service in this
+process with ``examples/`` as the manifest directory. Ctrl-C stops services first, then
+the servers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+from pathlib import Path
+
+import msgspec
+
+from clearance_cli import services
+from clearance_runtime import servers
+from clearance_runtime.settings import Settings
+
+ENDPOINTS = "endpoints.json"
+
+
+def _port(preferred: int) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", preferred))
+        except OSError:
+            return servers.free_port()
+    return preferred
+
+
+def endpoints_file(state: Path = Path(".clearance")) -> Path:
+    return state / ENDPOINTS
+
+
+def _banner(nats_url: str, redis_url: str, manifests: Path) -> str:
+    return f"""
+Clearance is up.
+  NATS   {nats_url}   (JetStream stream CLEARANCE_EVENTS)
+  Valkey {redis_url}
+  manifests watched: {manifests}  (edit, add or delete files: decisions follow)
+
+Ask a question (in another terminal):
+  .venv/bin/clearance check --user alice --group platform-team --cluster prod-us-east
+  .venv/bin/clearance check --user bob --cluster prod-us-east --explain
+  .venv/bin/clearance request clearance.v1.status
+
+Ctrl-C stops everything.
+""".rstrip()
+
+
+def up(args: argparse.Namespace, settings: Settings) -> None:
+    state: Path = args.state.resolve()
+    state.mkdir(parents=True, exist_ok=True)
+    manifests = (args.manifests or settings.manifests or Path("examples")).resolve()
+    nats_srv, nats_url = servers.nats_server(state / "nats", _port(args.nats_port))
+    valkey_srv, redis_url = servers.valkey_server(state / "valkey", _port(args.redis_port))
+    nats_srv.start()
+    try:
+        valkey_srv.start()
+        endpoints_file(state).write_text(json.dumps({"nats": nats_url, "redis": redis_url}))
+        os.environ["CLEARANCE_NATS_URL"] = nats_url
+        os.environ["CLEARANCE_REDIS_URL"] = redis_url
+        run_settings = msgspec.structs.replace(
+            settings, nats_url=nats_url, redis_url=redis_url, manifests=manifests
+        )
+        print(_banner(nats_url, redis_url, manifests), flush=True)
+        try:
+            asyncio.run(services.run_services(services.NAMES, run_settings))
+        except KeyboardInterrupt:
+            print("\nstopping...", flush=True)
+    finally:
+        valkey_srv.stop()
+        nats_srv.stop()
+        endpoints_file(state).unlink(missing_ok=True)

@@ -1,0 +1,72 @@
+"""The ``clearance`` command (CONTRACT section 8).
+
+    clearance up                    embedded NATS + Valkey, all services, examples/ loaded
+    clearance run all|<service>     services against CLEARANCE_NATS_URL / CLEARANCE_REDIS_URL
+    clearance check ...             ask a question over NATS (what a client sends)
+    clearance request SUBJECT JSON  send any request, print the reply
+    clearance schemas [--check]     regenerate proto-schemas/ (or fail on drift)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+from pathlib import Path
+
+from clearance_cli import client, embedded, schemas, services
+from clearance_runtime import logs, metrics
+from clearance_runtime.settings import Settings
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="clearance", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="run everything on embedded servers")
+    up.add_argument("--state", type=Path, default=Path(".clearance"),
+                    help="state directory (default .clearance/)")
+    up.add_argument("--manifests", type=Path, default=None,
+                    help="manifest directory (default examples/, or CLEARANCE_MANIFESTS)")
+    up.add_argument("--nats-port", type=int, default=4222)
+    up.add_argument("--redis-port", type=int, default=6379)
+    run = sub.add_parser("run", help="run services against existing servers")
+    run.add_argument("service", choices=["all", *services.NAMES])
+    check = sub.add_parser("check", help="ask one access question")
+    check.add_argument("--user", required=True)
+    check.add_argument("--group", action="append", default=[])
+    check.add_argument("--email")
+    check.add_argument("--action", default="view")
+    check.add_argument("--type", default="cluster")
+    check.add_argument("--cluster", required=True)
+    check.add_argument("--name", default=None)
+    check.add_argument("--explain", action="store_true")
+    request = sub.add_parser("request", help="send a request to any subject")
+    request.add_argument("subject")
+    request.add_argument("body", nargs="?", default="{}")
+    sch = sub.add_parser("schemas", help="generate proto-schemas/ from the wire Structs")
+    sch.add_argument("--check", action="store_true", help="fail if proto-schemas/ drifted")
+    sch.add_argument("--out", type=Path, default=Path("proto-schemas"))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    settings = Settings.from_env()
+    if args.command == "schemas":
+        sys.exit(schemas.main(args.out, check=args.check))
+    if args.command in ("check", "request"):
+        sys.exit(asyncio.run(client.main(args)))
+    logs.configure(settings.log_level, service=f"clearance-{args.command}")
+    metrics.serve(settings.metrics_port)
+    with contextlib.suppress(KeyboardInterrupt):
+        if args.command == "up":
+            embedded.up(args, settings)
+        else:
+            names = list(services.NAMES) if args.service == "all" else [args.service]
+            asyncio.run(services.run_services(names, settings))
+
+
+if __name__ == "__main__":
+    main()

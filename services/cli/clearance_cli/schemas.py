@@ -1,0 +1,94 @@
+"""proto-schemas/: JSON Schema for every wire message and an AsyncAPI document, generated
+from the msgspec Structs in :mod:`clearance_core.wire` (``--check`` fails on drift)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from clearance_core import wire
+
+#: (subject, request or message Struct, reply Struct or None, summary)
+CHANNELS: list[tuple[str, type[msgspec.Struct], type[msgspec.Struct] | None, str]] = [
+    (wire.SUBJECT_CHECK, wire.CheckRequest, wire.CheckResult,
+     "One access decision (allow, deny, partial) with optional explanation."),
+    (wire.SUBJECT_BATCH, wire.BatchRequest, wire.BatchReply,
+     "Many decisions for one principal, answered in order."),
+    (wire.SUBJECT_STATUS, wire.StatusRequest, wire.StatusReply,
+     "System revision, service health, policy count, cache statistics."),
+    ("clearance.events.{kind}.{id}", wire.Event, None,
+     "JetStream stream CLEARANCE_EVENTS: one message per change of a watched object."),
+    (wire.SUBJECT_DECISIONS_CHANGED, wire.DecisionsChanged, None,
+     "Published after each event that can alter cached decisions."),
+]
+ERROR = wire.ErrorReply
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True) + "\n"
+
+
+def render() -> dict[str, str]:
+    files: dict[str, str] = {}
+    structs: list[Any] = []
+    for _, message, reply, _ in CHANNELS:
+        structs.append(message)
+        if reply is not None:
+            structs.append(reply)
+    structs.append(ERROR)
+    schemas, components = msgspec.json.schema_components(
+        structs, ref_template="#/components/schemas/{name}"
+    )
+    for struct, schema in zip(structs, schemas, strict=True):
+        files[f"{struct.__name__}.schema.json"] = _dump(
+            {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema,
+             "components": {"schemas": components}}
+        )
+    channels: dict[str, Any] = {}
+    for subject, message, reply, summary in CHANNELS:
+        channel: dict[str, Any] = {
+            "description": summary,
+            "subscribe" if reply is None else "publish": {
+                "message": {"payload": {"$ref": f"#/components/schemas/{message.__name__}"}}
+            },
+        }
+        if reply is not None:
+            channel["x-reply"] = {"oneOf": [
+                {"$ref": f"#/components/schemas/{reply.__name__}"},
+                {"$ref": f"#/components/schemas/{ERROR.__name__}"},
+            ]}
+        channels[subject] = channel
+    files["asyncapi.json"] = _dump({
+        "asyncapi": "2.6.0",
+        "info": {"title": "Clearance", "version": "v1",
+                 "description": "Access decisions over NATS. Generated from the msgspec "
+                                "Structs in libs/clearance_core/wire.py; do not edit."},
+        "defaultContentType": "application/json",
+        "channels": channels,
+        "components": {"schemas": components},
+    })
+    return files
+
+
+def main(out: Path, *, check: bool) -> int:
+    files = render()
+    if check:
+        drift = [name for name, text in files.items()
+                 if not (out / name).exists() or (out / name).read_text() != text]
+        extra = [p.name for p in out.glob("*.json") if p.name not in files]
+        if drift or extra:
+            print(f"proto-schemas/ is out of date ({', '.join(drift + extra)}): "
+                  "run `clearance schemas`", file=sys.stderr)
+            return 1
+        return 0
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (out / name).write_text(text)
+    for path in out.glob("*.json"):
+        if path.name not in files:
+            path.unlink()
+    return 0

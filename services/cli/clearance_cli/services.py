@@ -1,0 +1,50 @@
+"""Run services in this process: each gets its own NATS and Redis connections, exactly as
+if it were a separate process (they share nothing but the subjects and the store)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+
+import redis.asyncio as aioredis
+import structlog
+
+from clearance_compiler.app import Compiler
+from clearance_decision.app import DecisionService
+from clearance_invalidator.app import Invalidator
+from clearance_runtime import bus, logs
+from clearance_runtime.settings import Settings
+from clearance_watcher.app import Watcher
+
+log = logs.get(__name__)
+NAMES = ("watcher", "compiler", "cache-invalidator", "decision")
+
+
+async def run_service(name: str, settings: Settings) -> None:
+    nc = await bus.connect(settings.nats_url, name=f"clearance-{name}")
+    redis = aioredis.from_url(settings.redis_url, health_check_interval=10)
+    runner: Callable[[], Awaitable[None]]
+    if name == "watcher":
+        runner = Watcher(nc, settings).run
+    elif name == "compiler":
+        runner = Compiler(nc, redis).run
+    elif name == "cache-invalidator":
+        runner = Invalidator(nc, redis).run
+    elif name == "decision":
+        runner = DecisionService(nc, redis, settings).run
+    else:
+        raise SystemExit(f"unknown service {name!r}; choose from {', '.join(NAMES)} or all")
+    # Each service runs in its own task: the binding stays with its log lines.
+    structlog.contextvars.bind_contextvars(service=name)
+    log.info("service_started")
+    try:
+        await runner()
+    finally:
+        await nc.drain() if nc.is_connected else await nc.close()
+        await redis.aclose()
+
+
+async def run_services(names: Sequence[str], settings: Settings) -> None:
+    async with asyncio.TaskGroup() as group:
+        for name in names:
+            group.create_task(run_service(name, settings), name=name)

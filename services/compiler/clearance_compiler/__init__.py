@@ -1,0 +1,1 @@
+"""The compiler: folds the event stream, in order, into compiled state in Redis."""

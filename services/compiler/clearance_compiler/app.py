@@ -1,0 +1,99 @@
+"""The compiler's consumer loop: a durable pull consumer positioned from Redis.
+
+The Redis checkpoint ``clr:rev`` is the truth about where folding stands (it is written
+in the same MULTI as the state), so at start the durable consumer ``clearance-compiler``
+is (re)created to deliver from ``checkpoint + 1``. An empty Redis therefore replays the
+stream from the start; a Redis flushed while running is noticed (checkpoint gone or
+moved) and rebuilt the same way. One consumer, in order: folding is order-sensitive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import nats.errors
+import redis.asyncio as aioredis
+import redis.exceptions
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
+
+from clearance_compiler.folder import Folder
+from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS
+from clearance_runtime import bus, health, logs, metrics
+from clearance_runtime.state import StateStore
+
+log = logs.get(__name__)
+DURABLE = "clearance-compiler"
+BATCH = 256
+
+
+class Compiler:
+    def __init__(self, nc: Client, redis: aioredis.Redis) -> None:
+        self._nc = nc
+        self._js: JetStreamContext = nc.jetstream()
+        self._r = redis
+        self._store = StateStore(redis)
+        self._folder = Folder(self._store, nc)
+        self._position = 0
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await bus.ensure_stream(self._js)
+                checkpoint = await self._store.checkpoint() or 0
+                self._position = checkpoint
+                log.info("compiler_starting", checkpoint=checkpoint)
+                sub = await self._subscribe(checkpoint)
+                try:
+                    await self._consume(sub)
+                finally:
+                    await sub.unsubscribe()
+            except asyncio.CancelledError:
+                raise
+            except (redis.exceptions.RedisError, nats.errors.Error, OSError) as exc:
+                log.warning("compiler_retrying", error=str(exc))
+                await asyncio.sleep(0.5)
+
+    async def _subscribe(self, checkpoint: int) -> JetStreamContext.PullSubscription:
+        try:
+            await self._js.delete_consumer(EVENTS_STREAM, DURABLE)
+        except NotFoundError:
+            pass
+        config = ConsumerConfig(
+            durable_name=DURABLE,
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE if checkpoint else DeliverPolicy.ALL,
+            opt_start_seq=checkpoint + 1 if checkpoint else None,
+            ack_policy=AckPolicy.ALL,
+            ack_wait=60.0,
+            max_ack_pending=4 * BATCH,
+        )
+        return await self._js.pull_subscribe(
+            EVENTS_SUBJECTS, durable=DURABLE, stream=EVENTS_STREAM, config=config
+        )
+
+    async def _in_sync(self) -> bool:
+        """False when Redis no longer holds the state this loop built (flushed, restored)."""
+        return (await self._store.checkpoint() or 0) == self._position
+
+    async def _consume(self, sub: JetStreamContext.PullSubscription) -> None:
+        while True:
+            try:
+                msgs = await sub.fetch(BATCH, timeout=1.0)
+            except nats.errors.TimeoutError:
+                msgs = []
+            if not await self._in_sync():
+                log.warning("compiled_state_lost", position=self._position)
+                return
+            for msg in msgs:
+                seq = msg.metadata.sequence.stream
+                if seq > self._position:
+                    await self._folder.fold(seq, msg.data)
+                    self._position = seq
+            if msgs:
+                await msgs[-1].ack()  # AckPolicy.ALL: acknowledges the whole batch
+                metrics.CONSUMER_LAG.labels(consumer=DURABLE).set(msgs[-1].metadata.num_pending)
+            else:
+                metrics.CONSUMER_LAG.labels(consumer=DURABLE).set(0)
+            await health.beat(self._r, "compiler", self._position)

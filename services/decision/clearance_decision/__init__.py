@@ -1,0 +1,1 @@
+"""The decision service: answers checks over NATS request/reply from compiled state."""

@@ -1,0 +1,152 @@
+"""The decision service: NATS responders for check, check.batch and status.
+
+Runs any number of replicas: every subject is served in the queue group
+``clearance-decision``, and all state lives in Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import msgspec
+import redis.asyncio as aioredis
+import redis.exceptions
+from nats.aio.client import Client
+
+from clearance_core.errors import BadRequest, Unavailable
+from clearance_core.wire import (
+    SUBJECT_BATCH,
+    SUBJECT_CHECK,
+    SUBJECT_STATUS,
+    BatchItem,
+    BatchReply,
+    BatchRequest,
+    CacheStatus,
+    CheckRequest,
+    RequestBase,
+    ServiceStatus,
+    StatusReply,
+    StatusRequest,
+)
+from clearance_decision.decider import Decider
+from clearance_runtime import health, keys, logs
+from clearance_runtime.cache import DecisionCache
+from clearance_runtime.responder import Handler, Responder, decode_request
+from clearance_runtime.settings import Settings
+from clearance_runtime.snapshot import SnapshotReader
+
+log = logs.get(__name__)
+QUEUE = "clearance-decision"
+MAX_BATCH = 10000
+_encode = msgspec.json.Encoder().encode
+_check = msgspec.json.Decoder(CheckRequest)
+_batch = msgspec.json.Decoder(BatchRequest)
+_status = msgspec.json.Decoder(StatusRequest)
+
+
+def _guarded(handler: Handler) -> Handler:
+    """Redis unreachable -> ``unavailable`` (the caller may retry); never an allow."""
+
+    async def guarded(body: bytes) -> bytes:
+        try:
+            return await handler(body)
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            raise Unavailable(f"state store unavailable: {exc}") from None
+
+    return guarded
+
+
+class DecisionService:
+    def __init__(self, nc: Client, redis: aioredis.Redis, settings: Settings) -> None:
+        self._nc = nc
+        self._r = redis
+        self._cache = DecisionCache(redis, ttl_seconds=settings.decision_cache_ttl)
+        self._decider = Decider(SnapshotReader(redis), self._cache)
+        self._responder = Responder(nc, queue=QUEUE)
+        self._revision = 0
+
+    async def _await_revision(self, request: RequestBase) -> None:
+        # Always asked of Redis (one GET): a flushed store being rebuilt must not be
+        # mistaken for one that already reached the revision.
+        if request.min_revision is not None:
+            self._revision = await health.wait_for(self._r, request.min_revision,
+                                                   request.timeout_ms)
+
+    async def check(self, body: bytes) -> bytes:
+        request = decode_request(_check, body)
+        await self._await_revision(request)
+        revision, (result,) = await self._decider.decide(
+            request.principal,
+            [BatchItem(action=request.action, resource=request.resource)],
+            explain=request.explain,
+        )
+        self._revision = max(self._revision, revision)
+        result.revision = revision
+        if request.request_id is not None:
+            result.request_id = request.request_id
+        return _encode(result)
+
+    async def batch(self, body: bytes) -> bytes:
+        request = decode_request(_batch, body)
+        if len(request.checks) > MAX_BATCH:
+            raise BadRequest(f"a batch holds at most {MAX_BATCH} checks")
+        await self._await_revision(request)
+        revision = self._revision
+        results = []
+        if request.checks:
+            revision, results = await self._decider.decide(
+                request.principal, request.checks, explain=request.explain
+            )
+        else:
+            revision = await health.revision(self._r)
+        reply = BatchReply(results=results, revision=revision)
+        if request.request_id is not None:
+            reply.request_id = request.request_id
+        return _encode(reply)
+
+    async def status(self, body: bytes) -> bytes:
+        request = decode_request(_status, body)
+        await self._await_revision(request)
+        await self.flush_stats()
+        async with self._r.pipeline(transaction=False) as pipe:
+            pipe.get(keys.INVALIDATED_REV)
+            pipe.hlen(keys.POLICIES)
+            pipe.hmget(keys.STATS, ["hits", "misses"])
+            revision_raw, policies, (hits, misses) = await pipe.execute()
+        reply = StatusReply(
+            revision=int(revision_raw or 0),
+            services={
+                name: ServiceStatus(revision=rev, healthy=ok)
+                for name, (rev, ok) in (await health.services(self._r)).items()
+            },
+            policies=int(policies),
+            cache=CacheStatus(entries=await self._cache.entries(), hits=int(hits or 0),
+                              misses=int(misses or 0)),
+        )
+        if request.request_id is not None:
+            reply.request_id = request.request_id
+        return _encode(reply)
+
+    async def flush_stats(self) -> None:
+        hits, misses = self._cache.hits, self._cache.misses
+        if hits or misses:
+            self._cache.hits = self._cache.misses = 0
+            await self._r.hincrby(keys.STATS, "hits", hits)  # type: ignore[misc]
+            await self._r.hincrby(keys.STATS, "misses", misses)  # type: ignore[misc]
+
+    async def run(self) -> None:
+        await self._responder.serve(SUBJECT_CHECK, _guarded(self.check))
+        await self._responder.serve(SUBJECT_BATCH, _guarded(self.batch))
+        await self._responder.serve(SUBJECT_STATUS, _guarded(self.status))
+        log.info("decision_ready", subjects=[SUBJECT_CHECK, SUBJECT_BATCH, SUBJECT_STATUS])
+        try:
+            while True:
+                try:
+                    self._revision = max(self._revision, await health.revision(self._r))
+                    await self.flush_stats()
+                    await health.beat(self._r, "decision", self._revision)
+                except redis.exceptions.RedisError as exc:
+                    log.warning("heartbeat_failed", error=str(exc))
+                await asyncio.sleep(1.0)
+        finally:
+            await self._responder.stop()

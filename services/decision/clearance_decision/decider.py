@@ -1,0 +1,159 @@
+"""Checks: cache first, else one consistent snapshot and the pure evaluator.
+
+A batch is answered with one cache round trip, one snapshot for all its clusters and one
+cache write. Every cached entry carries its own explanation, so ``explain`` is answered
+from the cache too; the entry lives no longer than the TTL nor past the next validity
+boundary of any candidate policy.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+
+import msgspec
+
+from clearance_core.evaluate import Outcome, evaluate_cluster
+from clearance_core.principal import identity_of, service_account_groups
+from clearance_core.resources import (
+    check_principal,
+    cluster_of,
+    decision_digest,
+    principal_digest,
+    singular,
+)
+from clearance_core.wire import BatchItem, CheckResult, Principal
+from clearance_runtime import keys, metrics
+from clearance_runtime.cache import DecisionCache, Entry
+from clearance_runtime.snapshot import Snapshot, SnapshotReader
+
+_encode_result = msgspec.msgpack.Encoder().encode
+_decode_result = msgspec.msgpack.Decoder(CheckResult).decode
+
+
+def result_of(outcome: Outcome, *, action: str, type_name: str) -> CheckResult:
+    decision = outcome.decision
+    reason = outcome.reason
+    if decision == "allow" and singular(type_name) != "cluster":
+        # Sub-resource decisions (filters, partial) are not served by this version:
+        # fail closed rather than guess what the cluster's rule lets this item show.
+        decision = "deny"
+        reason = f"resource type {type_name!r}: only cluster decisions are served"
+    return CheckResult(
+        decision=decision,  # type: ignore[arg-type]
+        allowed=decision in ("allow", "partial"),
+        reason=reason,
+        policy=outcome.policy,
+        permissions=list(outcome.permissions),  # type: ignore[arg-type]
+        filters=None,
+        cached=False,
+        trace=outcome.trace,
+    )
+
+
+class Decider:
+    def __init__(self, reader: SnapshotReader, cache: DecisionCache) -> None:
+        self._reader = reader
+        self._cache = cache
+
+    async def decide(
+        self, principal: Principal, checks: Sequence[BatchItem], *, explain: bool
+    ) -> tuple[int, list[CheckResult]]:
+        """(revision, one result per check in order)."""
+        check_principal(principal)
+        pkey = principal_digest(principal)
+        clusters = [cluster_of(c.resource) for c in checks]
+        digests = [
+            decision_digest(pkey, c.action, c.resource, cluster)
+            for c, cluster in zip(checks, clusters, strict=True)
+        ]
+        results: list[CheckResult | None] = [None] * len(checks)
+        revision = 0
+        if self._cache.enabled:
+            revision, blobs = await self._cache.lookup([keys.cache_entry(d) for d in digests])
+            for index, blob in enumerate(blobs):
+                if blob is not None:
+                    cached = _decode_result(blob)
+                    cached.cached = True
+                    results[index] = cached
+        hits = sum(r is not None for r in results)
+        self._cache.hits += hits
+        self._cache.misses += len(checks) - hits
+        metrics.CACHE.labels(result="hit").inc(hits)
+        metrics.CACHE.labels(result="miss").inc(len(checks) - hits)
+        missing = [i for i, r in enumerate(results) if r is None]
+        if missing:
+            revision = await self._evaluate(principal, pkey, checks, clusters, digests, missing,
+                                            results)
+        final: list[CheckResult] = []
+        for result in results:
+            assert result is not None
+            if not explain:
+                result.trace = msgspec.UNSET
+            metrics.DECISIONS.labels(subject="check", result=result.decision).inc()
+            final.append(result)
+        return revision, final
+
+    async def _evaluate(
+        self,
+        principal: Principal,
+        pkey: str,
+        checks: Sequence[BatchItem],
+        clusters: list[str],
+        digests: list[str],
+        missing: list[int],
+        results: list[CheckResult | None],
+    ) -> int:
+        given = [*principal.groups, *service_account_groups(principal.username)]
+        snapshot = await self._reader.read(
+            username=principal.username,
+            email=principal.email,
+            groups=given,
+            clusters=sorted({clusters[i] for i in missing}),
+        )
+        identity = identity_of(principal, snapshot.member_of)
+        now = time.time()
+        entries: list[Entry] = []
+        for i in missing:
+            check = checks[i]
+            outcome = evaluate_cluster(
+                snapshot.policies,
+                identity,
+                action=check.action,
+                cluster=clusters[i],
+                labels=snapshot.labels.get(clusters[i], {}),
+                now=now,
+            )
+            result = result_of(outcome, action=check.action, type_name=check.resource.type)
+            results[i] = result
+            ttl_ms = self._ttl_ms(outcome, now)
+            if ttl_ms > 0:
+                entries.append(Entry(
+                    key=keys.cache_entry(digests[i]),
+                    blob=_encode_result(result),
+                    ttl_ms=ttl_ms,
+                    indexes=self._indexes(identity.names, identity.groups, clusters[i], pkey),
+                ))
+        await self._cache.store(snapshot.compiled_revision, entries)
+        return snapshot.revision
+
+    def _ttl_ms(self, outcome: Outcome, now: float) -> int:
+        ttl = self._cache.ttl_ms
+        if ttl <= 0:
+            return 0
+        if outcome.valid_until is not None:
+            # Never outlive (nor miss) the next notBefore/notAfter of any candidate.
+            ttl = min(ttl, math.floor((outcome.valid_until - now) * 1000))
+        return max(ttl, 0)
+
+    @staticmethod
+    def _indexes(
+        names: Sequence[str], groups: frozenset[str], cluster: str, pkey: str
+    ) -> tuple[str, ...]:
+        return (
+            *(keys.cache_by_user(n) for n in names),
+            *(keys.cache_by_group(g) for g in sorted(groups)),
+            keys.cache_by_cluster(cluster),
+            keys.cache_by_principal(pkey),
+        )

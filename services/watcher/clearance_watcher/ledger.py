@@ -1,0 +1,180 @@
+"""The ledger: what the stream currently says about every object of one source.
+
+Sources (the Kubernetes API, a manifest directory) report what they see; the ledger
+turns that into the minimal events: ADDED for an object the stream does not have,
+MODIFIED for a changed one, DELETED for one that vanished, nothing for one that is
+unchanged. It is loaded from the stream at start (the last message of every subject
+this source wrote), so a restarted watcher neither republishes everything nor misses
+a deletion that happened while it was down.
+
+Every publish waits for the JetStream ack and carries ``Nats-Msg-Id``; a retried publish
+reuses its id, so the stream stores it once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+import nats.errors
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from clearance_core.errors import InvalidObject
+from clearance_core.kinds import ObjectRef, content_hash, event_subject, ref_of
+from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS, Event
+from clearance_runtime import bus, logs, metrics
+
+log = logs.get(__name__)
+SOURCE_HEADER = "Clearance-Source"
+_encode = msgspec.json.Encoder().encode
+_decode_event = msgspec.json.Decoder(Event).decode
+
+
+class Known(msgspec.Struct, kw_only=True):
+    subject: str
+    version: str
+    seq: int
+    obj: dict[str, Any]
+
+
+def version_of(obj: dict[str, Any]) -> str:
+    """resourceVersion when the API server set one, else a hash of the content."""
+    rv = (obj.get("metadata") or {}).get("resourceVersion")
+    return rv if isinstance(rv, str) and rv else f"h{content_hash(obj)}"
+
+
+class Ledger:
+    def __init__(self, js: JetStreamContext, *, source: str) -> None:
+        self._js = js
+        self._source = source
+        self._known: dict[ObjectRef, Known] = {}
+        self._lock = asyncio.Lock()
+
+    @property
+    def known(self) -> dict[ObjectRef, Known]:
+        return self._known
+
+    async def load(self) -> None:
+        """Rebuild the ledger from the last message of every subject of this source."""
+        info = await self._js.stream_info(EVENTS_STREAM)
+        if not info.state.messages:
+            return
+        sub = await self._js.pull_subscribe(
+            EVENTS_SUBJECTS,
+            stream=EVENTS_STREAM,
+            config=ConsumerConfig(
+                deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+                ack_policy=AckPolicy.NONE,
+                inactive_threshold=30.0,
+            ),
+        )
+        try:
+            pending = 1
+            while pending:
+                try:
+                    msgs = await sub.fetch(256, timeout=2.0)
+                except nats.errors.TimeoutError:
+                    break
+                for msg in msgs:
+                    pending = msg.metadata.num_pending
+                    self._load_one(msg)
+        finally:
+            await sub.unsubscribe()
+        log.info("ledger_loaded", source=self._source, objects=len(self._known))
+
+    def _load_one(self, msg: Any) -> None:
+        if bus.header(msg, SOURCE_HEADER) != self._source:
+            return
+        try:
+            event = _decode_event(msg.data)
+            ref = ref_of(event.object)
+        except (msgspec.DecodeError, InvalidObject):
+            return
+        seq = msg.metadata.sequence.stream
+        current = self._known.get(ref)
+        if current is not None and current.seq > seq:
+            return
+        if event.type == "DELETED":
+            self._known.pop(ref, None)
+        else:
+            self._known[ref] = Known(
+                subject=msg.subject, version=version_of(event.object), seq=seq, obj=event.object
+            )
+
+    async def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        """Report one watch event (ADDED, MODIFIED or DELETED) for an object."""
+        async with self._lock:
+            await self._apply(event_type, obj)
+
+    async def sync(self, objects: Iterable[dict[str, Any]], *, kinds: Iterable[str]) -> None:
+        """Report a complete snapshot of ``kinds``: what is absent from it was deleted."""
+        async with self._lock:
+            kinds = set(kinds)
+            seen: set[ObjectRef] = set()
+            for obj in objects:
+                try:
+                    seen.add(ref_of(obj))
+                except InvalidObject:
+                    continue
+                await self._apply("ADDED", obj)
+            vanished = [r for r in self._known if r.kind in kinds and r not in seen]
+            for ref in sorted(vanished):
+                await self._apply("DELETED", self._known[ref].obj)
+
+    async def _apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        try:
+            ref = ref_of(obj)
+        except InvalidObject as exc:
+            metrics.MALFORMED.labels(where="watcher").inc()
+            log.warning("object_skipped", source=self._source, error=exc.message)
+            return
+        current = self._known.get(ref)
+        if event_type == "DELETED":
+            if current is None:
+                return
+            await self._publish(current.subject, "DELETED", obj, ref, current)
+            del self._known[ref]
+            return
+        version = version_of(obj)
+        subject = event_subject(obj, ref)
+        if current is not None and current.version == version and current.subject == subject:
+            return
+        if current is not None and current.subject != subject:
+            # Recreated under a new uid: close the old subject so replays stay clean.
+            await self._publish(current.subject, "DELETED", current.obj, ref, current)
+            current = None
+        kind = "ADDED" if current is None else "MODIFIED"
+        seq = await self._publish(subject, kind, obj, ref, current)
+        self._known[ref] = Known(subject=subject, version=version, seq=seq, obj=obj)
+
+    async def _publish(
+        self,
+        subject: str,
+        event_type: str,
+        obj: dict[str, Any],
+        ref: ObjectRef,
+        previous: Known | None,
+    ) -> int:
+        # The id names the object version and the sequence it follows, so a retry is
+        # de-duplicated but re-adding identical content after a delete is not.
+        prior = previous.seq if previous is not None else 0
+        suffix = ":DELETED" if event_type == "DELETED" else ""
+        msg_id = f"{ref}@{version_of(obj)}{suffix}#{prior}"
+        payload = _encode(Event(type=event_type, object=obj))  # type: ignore[arg-type]
+        headers = {"Nats-Msg-Id": msg_id, SOURCE_HEADER: self._source}
+        delay = 0.1
+        while True:
+            try:
+                ack = await self._js.publish(subject, payload, timeout=5.0, headers=headers)
+                break
+            except (nats.errors.Error, asyncio.TimeoutError) as exc:
+                log.warning("publish_retry", subject=subject, error=str(exc), retry_in=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        metrics.EVENTS_PUBLISHED.labels(source=self._source, type=event_type).inc()
+        log.info("event_published", type=event_type, object=str(ref), seq=ack.seq,
+                 duplicate=bool(ack.duplicate))
+        return int(ack.seq)

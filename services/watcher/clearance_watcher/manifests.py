@@ -1,0 +1,123 @@
+"""The manifest-directory source: YAML files as a second source of truth (local use, GitOps).
+
+Every ``*.yaml``/``*.yml``/``*.json`` file under the directory is read as a stream of
+Kubernetes objects (multi-document YAML). The directory is polled; each scan becomes one
+complete snapshot handed to the ledger, which emits ADDED/MODIFIED/DELETED for what
+changed: files added, edited or removed, and documents added to or removed from a file.
+
+A file that does not parse, or that holds a document which is not an object of a watched
+kind, is logged and skipped *as a whole*: the objects it last contributed stay as they
+were (never half-published, never deleted because of a typo).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+
+from clearance_core.errors import InvalidObject
+from clearance_core.kinds import KINDS, ref_of
+from clearance_runtime import logs, metrics
+
+log = logs.get(__name__)
+SUFFIXES = (".yaml", ".yml", ".json")
+
+
+class Sink(Protocol):
+    async def sync(self, objects: Any, *, kinds: Any) -> None: ...
+
+
+class FileError(Exception):
+    pass
+
+
+def parse_file(path: Path) -> list[dict[str, Any]]:
+    """All objects of one file, or FileError: a file is taken whole or not at all."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        documents = list(yaml.safe_load_all(text))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise FileError(f"cannot read: {exc}") from None
+    objects: list[dict[str, Any]] = []
+    for position, document in enumerate(documents):
+        if document is None:  # empty document between '---' separators
+            continue
+        if not isinstance(document, dict):
+            raise FileError(f"document {position} is not a mapping")
+        if document.get("kind") == "List" and isinstance(document.get("items"), list):
+            candidates = document["items"]
+        else:
+            candidates = [document]
+        for obj in candidates:
+            try:
+                ref_of(obj)
+            except (InvalidObject, AttributeError) as exc:
+                message = getattr(exc, "message", str(exc))
+                raise FileError(f"document {position}: {message}") from None
+            objects.append(obj)
+    return objects
+
+
+class ManifestSource:
+    """Polls a directory and reports full snapshots to the ledger."""
+
+    def __init__(self, directory: Path, sink: Sink, *, poll_seconds: float = 0.25) -> None:
+        self._dir = directory
+        self._sink = sink
+        self._poll = poll_seconds
+        self._stamps: dict[Path, tuple[int, int]] = {}
+        self._good: dict[Path, list[dict[str, Any]]] = {}
+        self._first = True
+
+    def _files(self) -> list[Path]:
+        if not self._dir.is_dir():
+            return []
+        return sorted(p for p in self._dir.rglob("*") if p.suffix in SUFFIXES and p.is_file())
+
+    def scan(self) -> bool:
+        """Re-read changed files; True if the snapshot may have changed."""
+        changed = self._first
+        self._first = False
+        files = self._files()
+        for gone in set(self._stamps) - set(files):
+            del self._stamps[gone]
+            self._good.pop(gone, None)
+            changed = True
+        for path in files:
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            stamp = (stat.st_mtime_ns, stat.st_size)
+            if self._stamps.get(path) == stamp:
+                continue
+            self._stamps[path] = stamp
+            changed = True
+            try:
+                self._good[path] = parse_file(path)
+            except FileError as exc:
+                metrics.MALFORMED.labels(where="manifest").inc()
+                log.warning("manifest_skipped", file=str(path), error=str(exc))
+        return changed
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        # Later files win on duplicates (sorted path order), with a warning.
+        seen: dict[Any, tuple[Path, dict[str, Any]]] = {}
+        for path in sorted(self._good):
+            for obj in self._good[path]:
+                ref = ref_of(obj)
+                if ref in seen:
+                    log.warning("manifest_duplicate", object=str(ref), first=str(seen[ref][0]),
+                                used=str(path))
+                seen[ref] = (path, obj)
+        return [obj for _, obj in seen.values()]
+
+    async def run(self) -> None:
+        log.info("manifests_watching", directory=str(self._dir))
+        while True:
+            if await asyncio.to_thread(self.scan):
+                await self._sink.sync(self.snapshot(), kinds=KINDS.keys())
+            await asyncio.sleep(self._poll)
