@@ -27,9 +27,10 @@ watch with ``Watch.stop()``, which shuts the socket down under a blocked read.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,11 +38,10 @@ from typing import Any, Protocol, TypeVar
 
 import kubernetes.client
 import kubernetes.config
-from kubernetes import watch
-from kubernetes.client.rest import ApiException
-
+import kubernetes.watch
 from clearance_core.kinds import KINDS
 from clearance_runtime import logs
+from kubernetes.client import ApiException
 
 log = logs.get(__name__)
 T = TypeVar("T")
@@ -52,7 +52,8 @@ PAGE_SIZE = 500
 LIST_READ_TIMEOUT = 60.0
 STOP_GRACE = 2.0  # how long a cancelled run waits for its threads to let go
 _END = object()
-# The core group has no generic list call; these are the core resources we know how to list.
+# The core group has no generic list call; these are the core resources we know how to list
+# (a core kind missing here is skipped like an unserved one).
 _CORE_LISTERS = {"namespaces": "list_namespace"}
 
 
@@ -62,7 +63,7 @@ class LedgerLike(Protocol):
     async def apply(self, event_type: str, obj: dict[str, Any]) -> None: ...
 
 
-class Gone(Exception):
+class GoneError(Exception):
     """The watched resourceVersion left the server's history: only a LIST can resume."""
 
 
@@ -79,9 +80,13 @@ def api_client(kubeconfig: Path | None) -> kubernetes.client.ApiClient:
     """An API client from the kubeconfig file, or from the pod's service account."""
     cfg = kubernetes.client.Configuration()
     if kubeconfig is None:
-        kubernetes.config.load_incluster_config(client_configuration=cfg)
+        kubernetes.config.load_incluster_config(  # type: ignore[no-untyped-call]
+            client_configuration=cfg
+        )
     else:
-        kubernetes.config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
+        kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=str(kubeconfig), client_configuration=cfg
+        )
     # Every kind holds a watch connection; a smaller pool would churn and warn.
     cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize, len(KINDS) + 4)
     return kubernetes.client.ApiClient(cfg)
@@ -135,14 +140,14 @@ class KubeSource:
                     await self._relist(cur)
                 await self._watch(cur)
                 delay = BACKOFF_MIN
-            except Gone:
+            except GoneError:
                 log.info("watch_expired", kind=cur.kind, resource_version=cur.rv)
                 cur.rv = None
             except Exception as exc:  # a kind must outlive any one failure
                 if cur.rv != before:
                     delay = BACKOFF_MIN
-                log.warning("kube_retry", kind=cur.kind, error=f"{type(exc).__name__}: {exc}",
-                            retry_in=delay, relist=cur.rv is None)
+                log.warning("kube_retry", kind=cur.kind, error=_describe(exc), retry_in=delay,
+                            relist=cur.rv is None)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, BACKOFF_MAX)
 
@@ -171,7 +176,8 @@ class KubeSource:
         while True:
             page = await self._in_thread(self._list_page, cur, token)
             meta = page.get("metadata") or {}
-            items.extend(_complete(obj, cur) for obj in page.get("items") or [])
+            items.extend(_complete(obj, cur) for obj in page.get("items") or []
+                         if isinstance(obj, dict))
             # Every page of a paginated list is cut from the first page's snapshot.
             rv = rv or str(meta.get("resourceVersion") or "")
             token = str(meta["continue"]) if meta.get("continue") else None
@@ -193,14 +199,14 @@ class KubeSource:
         if cur.rv:
             kwargs["resource_version"] = cur.rv
         # return_type=object: events stay the plain dicts the server sent.
-        w = watch.Watch(return_type=object)
-        stream: Iterator[dict[str, Any]] = w.stream(func, *args, **kwargs)
+        w: Any = kubernetes.watch.Watch(return_type=object)  # type: ignore[no-untyped-call]
+        stream: Generator[dict[str, Any]] = w.stream(func, *args, **kwargs)
         try:
             while (event := await self._next(w, stream)) is not _END:
-                assert isinstance(event, dict)
-                event_type, obj = event.get("type"), event.get("raw_object")
-                if not isinstance(obj, dict):
+                # The client yields None for a line that is not JSON; skip it like a blank.
+                if not isinstance(event, dict) or not isinstance(event.get("raw_object"), dict):
                     continue
+                event_type, obj = event.get("type"), event["raw_object"]
                 if event_type in ("ADDED", "MODIFIED", "DELETED"):
                     await self._ledger.apply(event_type, _complete(obj, cur))
                 elif event_type != "BOOKMARK":
@@ -211,16 +217,16 @@ class KubeSource:
                     cur.rv = rv
         except ApiException as exc:
             if exc.status == 410:  # an ERROR event or the HTTP status, raised by the client
-                raise Gone(str(exc)) from exc
+                raise GoneError(_describe(exc)) from exc
             raise
         finally:
             w.stop()
-            try:
-                stream.close()  # closes the response; it is not blocking
-            except ValueError:
-                pass  # still running in a thread not let go in time: it ends on its own
+            # Closing the stream closes its response (not blocking). A ValueError means the
+            # stream still runs in a thread that did not let go in time; it ends on its own.
+            with contextlib.suppress(ValueError):
+                stream.close()
 
-    async def _next(self, w: Any, stream: Iterator[dict[str, Any]]) -> object:
+    async def _next(self, w: Any, stream: Generator[dict[str, Any]]) -> object:
         """One step of the watch stream, in a thread; cancellation unblocks that thread."""
         assert self._pool is not None
         fut = asyncio.get_running_loop().run_in_executor(self._pool, next, stream, _END)
@@ -257,14 +263,14 @@ class KubeSource:
             "GET", path, header_params={"Accept": "application/json"},
             auth_settings=["BearerToken"],
         )
-        resp = self._api.call_api(
+        resp: Any = self._api.call_api(
             *params, _request_timeout=(self._connect_timeout, LIST_READ_TIMEOUT)
         )
-        resp.read()
+        body: bytes = resp.read()
         if not 200 <= resp.status <= 299:
-            ApiException.from_response(http_resp=resp, body=resp.data.decode(errors="replace"),
+            ApiException.from_response(http_resp=resp, body=body.decode(errors="replace"),
                                        data=None)  # raises
-        return _as_dict(json.loads(resp.data))
+        return _as_dict(json.loads(body))
 
     async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
         assert self._pool is not None
@@ -283,6 +289,13 @@ def _as_dict(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError(f"expected a JSON object, got {type(value).__name__}")
     return value
+
+
+def _describe(exc: Exception) -> str:
+    # str() of an ApiException carries the response headers and body: too much for a log line.
+    if isinstance(exc, ApiException):
+        return f"ApiException: {exc.status} {exc.reason}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _consume(fut: asyncio.Future[Any]) -> None:
