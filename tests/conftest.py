@@ -7,6 +7,7 @@ project installs. Tests that need isolation get a fresh stream and a flushed dat
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -50,10 +51,8 @@ async def clean_servers(real_servers: Servers) -> AsyncIterator[Servers]:
     """Empty stream and empty Redis before each test that asks for it."""
     nc = await nats.connect(real_servers.nats_url)
     js = nc.jetstream()
-    try:
+    with contextlib.suppress(NotFoundError):
         await js.delete_stream(EVENTS_STREAM)
-    except NotFoundError:
-        pass
     await nc.close()
     r = aioredis.from_url(real_servers.redis_url)
     await r.flushall()

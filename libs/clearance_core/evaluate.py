@@ -115,43 +115,37 @@ def evaluate_cluster(
     trace: list[TraceStep] = []
     valid_until = _next_boundary(ordered, now)
     for policy in ordered:
-        step = {"policy": policy.key, "priority": policy.priority, "effect": policy.effect}
+        def step(outcome: str, reason: str, index: int | None = None,
+                 field: str | None = None, policy: CompiledPolicy = policy) -> TraceStep:
+            return TraceStep(policy=policy.key, priority=policy.priority, effect=policy.effect,
+                             outcome=outcome, reason=reason, rule=index,  # type: ignore[arg-type]
+                             selector=field)
+
         reason = skip_reason(policy, now)
         if reason is not None:
             detail = f"invalid: {policy.error}" if reason == "invalid" else reason
-            trace.append(TraceStep(**step, outcome="skipped", reason=detail))
+            trace.append(step("skipped", detail))
             continue
         match = match_cluster(policy, cluster, labels)
         if match is None:
-            trace.append(
-                TraceStep(**step, outcome="no_match", reason=f"no rule matches cluster {cluster}")
-            )
+            trace.append(step("no_match", f"no rule matches cluster {cluster}"))
             continue
         index, field = match
         rule = DEFAULT_RULE if index is None else policy.rules[index]
         where = "default: all" if index is None else f"rule {index} by {field}"
         if policy.effect == "Deny":
-            trace.append(
-                TraceStep(**step, outcome="decided", reason=f"deny: {where}", rule=index,
-                          selector=field)
-            )
+            trace.append(step("decided", f"deny: {where}", index, field))
             return Outcome(decision="deny", reason=f"denied by policy {policy.key} ({where})",
                            policy=policy.key, rule=rule, trace=trace, valid_until=valid_until)
         if action not in rule.permissions:
-            trace.append(
-                TraceStep(**step, outcome="decided", reason=f"{where} does not grant {action}",
-                          rule=index, selector=field)
-            )
+            trace.append(step("decided", f"{where} does not grant {action}", index, field))
             return Outcome(
                 decision="deny",
                 reason=f"policy {policy.key} ({where}) does not grant {action}",
                 policy=policy.key, permissions=rule.permissions, rule=rule, trace=trace,
                 valid_until=valid_until,
             )
-        trace.append(
-            TraceStep(**step, outcome="decided", reason=f"allow: {where}", rule=index,
-                      selector=field)
-        )
+        trace.append(step("decided", f"allow: {where}", index, field))
         return Outcome(decision="allow", reason=f"allowed by policy {policy.key} ({where})",
                        policy=policy.key, permissions=rule.permissions, rule=rule, trace=trace,
                        valid_until=valid_until)

@@ -20,7 +20,9 @@ KINDS: dict[str, tuple[str, str, bool]] = {
     "metricsource": ("clusterpulse.io/v1alpha1", "metricsources", True),
     "accesspolicy": ("clearance.io/v1alpha1", "accesspolicies", True),
     "managedcluster": ("cluster.open-cluster-management.io/v1", "managedclusters", False),
-    "managedclusterset": ("cluster.open-cluster-management.io/v1beta2", "managedclustersets", False),
+    "managedclusterset": (
+        "cluster.open-cluster-management.io/v1beta2", "managedclustersets", False,
+    ),
     "role": ("rbac.authorization.k8s.io/v1", "roles", True),
     "clusterrole": ("rbac.authorization.k8s.io/v1", "clusterroles", False),
     "rolebinding": ("rbac.authorization.k8s.io/v1", "rolebindings", True),

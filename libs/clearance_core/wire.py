@@ -102,13 +102,13 @@ class CheckResult(msgspec.Struct, kw_only=True):
     cached: bool = False
     trace: list[TraceStep] | msgspec.UnsetType = msgspec.UNSET
     revision: int | msgspec.UnsetType = msgspec.UNSET
-    request_id: str | None | msgspec.UnsetType = msgspec.UNSET
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class BatchReply(msgspec.Struct, kw_only=True):
     results: list[CheckResult]
     revision: int
-    request_id: str | None | msgspec.UnsetType = msgspec.UNSET
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class ServiceStatus(msgspec.Struct, kw_only=True):
@@ -127,7 +127,7 @@ class StatusReply(msgspec.Struct, kw_only=True):
     services: dict[str, ServiceStatus]
     policies: int
     cache: CacheStatus
-    request_id: str | None | msgspec.UnsetType = msgspec.UNSET
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class ErrorBody(msgspec.Struct, kw_only=True):
@@ -137,7 +137,7 @@ class ErrorBody(msgspec.Struct, kw_only=True):
 
 class ErrorReply(msgspec.Struct, kw_only=True):
     error: ErrorBody
-    request_id: str | None | msgspec.UnsetType = msgspec.UNSET
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class Event(msgspec.Struct, kw_only=True):

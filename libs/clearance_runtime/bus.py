@@ -53,7 +53,7 @@ async def connect(url: str, *, name: str) -> Client:
                 disconnected_cb=_disconnected,
                 reconnected_cb=_reconnected,
             )
-        except (OSError, nats.errors.Error, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError, nats.errors.Error) as exc:
             log.warning("nats_connect_failed", url=url, error=str(exc), retry_in=delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)

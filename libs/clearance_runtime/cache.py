@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
@@ -105,8 +106,8 @@ class DecisionCache:
         for cache_keys, _ in batch:
             flat.extend(cache_keys)
         try:
-            values = await self._r.mget(flat)
-        except Exception as exc:  # noqa: BLE001  (handed to every waiter)
+            values: list[Any] = await self._r.mget(flat)
+        except Exception as exc:
             for _, future in batch:
                 if not future.done():
                     future.set_exception(exc)

@@ -22,7 +22,7 @@ DEFAULT_TIMEOUT_MS = 2000
 
 
 async def beat(redis: aioredis.Redis, service: str, revision: int) -> None:
-    await redis.hset(  # type: ignore[misc]
+    await redis.hset(
         keys.service(service),
         mapping={"revision": revision, "heartbeat": int(time.time() * 1000)},
     )

@@ -115,7 +115,7 @@ class Responder:
         if msg.reply:
             try:
                 await self._nc.publish(msg.reply, reply)
-            except Exception as exc:  # noqa: BLE001  (connection loss: the caller times out)
+            except Exception as exc:
                 log.warning("reply_failed", subject=subject, error=str(exc))
 
     async def stop(self) -> None:

@@ -88,7 +88,7 @@ class SnapshotReader:
         groups: Sequence[str],
         clusters: Sequence[str],
     ) -> Snapshot:
-        argv = [username, email or "", len(groups), *groups, *clusters]
+        argv: list[str | int] = [username, email or "", len(groups), *groups, *clusters]
         crev, irev, member, blobs, labels = await self._script(args=argv)
         policies = [self._policy(b) for b in blobs if b]
         cluster_labels: dict[str, dict[str, str]] = {}

@@ -51,15 +51,15 @@ class StateStore:
         return int(raw) if raw is not None else None
 
     async def policy(self, key: str) -> CompiledPolicy | None:
-        blob = await self._r.hget(keys.POLICIES, key)  # type: ignore[misc]
-        return decode_policy(blob) if blob else None
+        blob = await self._r.hget(keys.POLICIES, key)
+        return decode_policy(blob) if isinstance(blob, bytes) else None
 
     async def cluster(self, name: str) -> dict[str, str] | None:
-        raw = await self._r.hget(keys.CLUSTERS, name)  # type: ignore[misc]
+        raw = await self._r.hget(keys.CLUSTERS, name)
         return msgspec.json.decode(raw, type=dict[str, str]) if raw else None
 
     async def group(self, name: str) -> list[str] | None:
-        raw = await self._r.hget(keys.GROUPS, name)  # type: ignore[misc]
+        raw = await self._r.hget(keys.GROUPS, name)
         return msgspec.json.decode(raw, type=list[str]) if raw else None
 
     def _finish(self, pipe: Any, seq: int, affected: Affected) -> None:

@@ -23,9 +23,10 @@ import pytest
 import structlog.testing
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from kmock import KubernetesEmulator, ResourceInfo
+
 from clearance_core.kinds import KINDS
 from clearance_watcher import kube
-from kmock import KubernetesEmulator, ResourceInfo
 
 MAP = "clusterpulse.io/v1alpha1/monitoraccesspolicies"
 MAP_VERSION = "clusterpulse.io/v1alpha1"

@@ -12,6 +12,7 @@ own, so a restart, or a flushed Redis, simply resumes from what Redis says.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
@@ -55,15 +56,14 @@ class Invalidator:
 
     async def _step(self) -> None:
         self._revision = await health.revision(self._r)
-        response = await self._r.xread(
+        response: Any = await self._r.xread(
             {keys.CHANGES: f"{self._revision}-0"}, count=256, block=1000
         )
         for _stream, entries in response or ():
-            for entry_id, fields in entries:
-                record = _record(fields[b"r"])
-                await self._apply(record)
-            last = int(entries[-1][0].split(b"-")[0])
-            await self._r.xtrim(keys.CHANGES, minid=f"{last + 1}-0")
+            for _entry_id, fields in entries:
+                await self._apply(_record(fields[b"r"]))
+            # Applied records are not needed again: ids are "<revision>-0".
+            await self._r.xtrim(keys.CHANGES, minid=f"{self._revision + 1}-0")
         await health.beat(self._r, "cache-invalidator", self._revision)
 
     async def _apply(self, record: ChangeRecord) -> None:
@@ -82,7 +82,7 @@ class Invalidator:
             )
             try:
                 await self._nc.publish(SUBJECT_DECISIONS_CHANGED, _encode(message))
-            except Exception as exc:  # noqa: BLE001  (clients resync from status)
+            except Exception as exc:
                 log.warning("decisions_changed_publish_failed", error=str(exc))
             log.info("invalidated", revision=record.revision, removed=removed,
                      users=len(record.users), groups=len(record.groups),

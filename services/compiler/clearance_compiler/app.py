@@ -10,6 +10,7 @@ moved) and rebuilt the same way. One consumer, in order: folding is order-sensit
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import nats.errors
 import redis.asyncio as aioredis
@@ -57,10 +58,8 @@ class Compiler:
                 await asyncio.sleep(0.5)
 
     async def _subscribe(self, checkpoint: int) -> JetStreamContext.PullSubscription:
-        try:
+        with contextlib.suppress(NotFoundError):
             await self._js.delete_consumer(EVENTS_STREAM, DURABLE)
-        except NotFoundError:
-            pass
         config = ConsumerConfig(
             durable_name=DURABLE,
             deliver_policy=DeliverPolicy.BY_START_SEQUENCE if checkpoint else DeliverPolicy.ALL,

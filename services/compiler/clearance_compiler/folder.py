@@ -94,5 +94,5 @@ class Folder:
         subject = f"clearance.status.{ref.kind}.{ref.namespace or '_'}.{ref.name}"
         try:
             await self._nc.publish(subject, _encode(status))
-        except Exception as exc:  # noqa: BLE001  (status events are best effort)
+        except Exception as exc:
             log.warning("status_publish_failed", subject=subject, error=str(exc))

@@ -23,6 +23,7 @@ from clearance_core.wire import (
     BatchRequest,
     CacheStatus,
     CheckRequest,
+    CheckResult,
     RequestBase,
     ServiceStatus,
     StatusReply,
@@ -92,7 +93,7 @@ class DecisionService:
             raise BadRequest(f"a batch holds at most {MAX_BATCH} checks")
         await self._await_revision(request)
         revision = self._revision
-        results = []
+        results: list[CheckResult] = []
         if request.checks:
             revision, results = await self._decider.decide(
                 request.principal, request.checks, explain=request.explain
@@ -131,8 +132,8 @@ class DecisionService:
         hits, misses = self._cache.hits, self._cache.misses
         if hits or misses:
             self._cache.hits = self._cache.misses = 0
-            await self._r.hincrby(keys.STATS, "hits", hits)  # type: ignore[misc]
-            await self._r.hincrby(keys.STATS, "misses", misses)  # type: ignore[misc]
+            await self._r.hincrby(keys.STATS, "hits", hits)
+            await self._r.hincrby(keys.STATS, "misses", misses)
 
     async def run(self) -> None:
         await self._responder.serve(SUBJECT_CHECK, _guarded(self.check))

@@ -26,7 +26,7 @@ from clearance_core.resources import (
 from clearance_core.wire import BatchItem, CheckResult, Principal
 from clearance_runtime import keys, metrics
 from clearance_runtime.cache import DecisionCache, Entry
-from clearance_runtime.snapshot import Snapshot, SnapshotReader
+from clearance_runtime.snapshot import SnapshotReader
 
 _encode_result = msgspec.msgpack.Encoder().encode
 _decode_result = msgspec.msgpack.Decoder(CheckResult).decode
@@ -84,8 +84,10 @@ class Decider:
         metrics.CACHE.labels(result="miss").inc(len(checks) - hits)
         missing = [i for i, r in enumerate(results) if r is None]
         if missing:
-            revision = await self._evaluate(principal, pkey, checks, clusters, digests, missing,
-                                            results)
+            revision = await self._evaluate(
+                principal=principal, pkey=pkey, checks=checks, clusters=clusters,
+                digests=digests, missing=missing, results=results,
+            )
         final: list[CheckResult] = []
         for result in results:
             assert result is not None
@@ -97,6 +99,7 @@ class Decider:
 
     async def _evaluate(
         self,
+        *,
         principal: Principal,
         pkey: str,
         checks: Sequence[BatchItem],

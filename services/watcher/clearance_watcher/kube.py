@@ -39,9 +39,10 @@ from typing import Any, Protocol, TypeVar
 import kubernetes.client
 import kubernetes.config
 import kubernetes.watch
+from kubernetes.client import ApiException
+
 from clearance_core.kinds import KINDS
 from clearance_runtime import logs
-from kubernetes.client import ApiException
 
 log = logs.get(__name__)
 T = TypeVar("T")

@@ -170,7 +170,7 @@ class Ledger:
             try:
                 ack = await self._js.publish(subject, payload, timeout=5.0, headers=headers)
                 break
-            except (nats.errors.Error, asyncio.TimeoutError) as exc:
+            except (TimeoutError, nats.errors.Error) as exc:
                 log.warning("publish_retry", subject=subject, error=str(exc), retry_in=delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
