@@ -47,6 +47,7 @@ from clearance_runtime import logs
 log = logs.get(__name__)
 T = TypeVar("T")
 
+REDISCOVER_SECONDS = 60.0
 BACKOFF_MIN = 0.5
 BACKOFF_MAX = 10.0
 PAGE_SIZE = 500
@@ -135,7 +136,12 @@ class KubeSource:
                     if kind_name is None:
                         log.warning("kind_skipped", kind=cur.kind, api_version=cur.api_version,
                                     plural=cur.plural, reason="not served by the API server")
-                        return
+                        # Fail closed: objects of a kind the server no longer serves (its
+                        # CRD was removed) must not keep granting access from the stream.
+                        await self._ledger.sync([], kinds={cur.kind})
+                        # A CRD may be installed later: look again now and then.
+                        await asyncio.sleep(REDISCOVER_SECONDS)
+                        continue
                     cur.kind_name = kind_name
                 if cur.rv is None:
                     await self._relist(cur)
