@@ -51,6 +51,9 @@ class Ledger:
         self._js = js
         self._source = source
         self._known: dict[ObjectRef, Known] = {}
+        # The last sequence written for every object, deleted ones included: message ids
+        # name it, so identical content re-added after a delete is not de-duplicated away.
+        self._last_seq: dict[ObjectRef, int] = {}
         self._lock = asyncio.Lock()
 
     @property
@@ -94,9 +97,9 @@ class Ledger:
         except (msgspec.DecodeError, InvalidObject):
             return
         seq = msg.metadata.sequence.stream
-        current = self._known.get(ref)
-        if current is not None and current.seq > seq:
+        if self._last_seq.get(ref, 0) > seq:
             return
+        self._last_seq[ref] = seq
         if event.type == "DELETED":
             self._known.pop(ref, None)
         else:
@@ -135,7 +138,7 @@ class Ledger:
         if event_type == "DELETED":
             if current is None:
                 return
-            await self._publish(current.subject, "DELETED", obj, ref, current)
+            await self._publish(current.subject, "DELETED", obj, ref)
             del self._known[ref]
             return
         version = version_of(obj)
@@ -144,10 +147,10 @@ class Ledger:
             return
         if current is not None and current.subject != subject:
             # Recreated under a new uid: close the old subject so replays stay clean.
-            await self._publish(current.subject, "DELETED", current.obj, ref, current)
+            await self._publish(current.subject, "DELETED", current.obj, ref)
             current = None
         kind = "ADDED" if current is None else "MODIFIED"
-        seq = await self._publish(subject, kind, obj, ref, current)
+        seq = await self._publish(subject, kind, obj, ref)
         self._known[ref] = Known(subject=subject, version=version, seq=seq, obj=obj)
 
     async def _publish(
@@ -156,11 +159,10 @@ class Ledger:
         event_type: str,
         obj: dict[str, Any],
         ref: ObjectRef,
-        previous: Known | None,
     ) -> int:
         # The id names the object version and the sequence it follows, so a retry is
         # de-duplicated but re-adding identical content after a delete is not.
-        prior = previous.seq if previous is not None else 0
+        prior = self._last_seq.get(ref, 0)
         suffix = ":DELETED" if event_type == "DELETED" else ""
         msg_id = f"{ref}@{version_of(obj)}{suffix}#{prior}"
         payload = _encode(Event(type=event_type, object=obj))  # type: ignore[arg-type]
@@ -174,6 +176,7 @@ class Ledger:
                 log.warning("publish_retry", subject=subject, error=str(exc), retry_in=delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
+        self._last_seq[ref] = max(int(ack.seq), prior)
         metrics.EVENTS_PUBLISHED.labels(source=self._source, type=event_type).inc()
         log.info("event_published", type=event_type, object=str(ref), seq=ack.seq,
                  duplicate=bool(ack.duplicate))
