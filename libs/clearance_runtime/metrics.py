@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 DECISIONS = Counter(
@@ -28,6 +30,33 @@ INVALIDATIONS = Counter(
     "clearance_cache_invalidated_total", "Cached decisions removed by the invalidator"
 )
 MALFORMED = Counter("clearance_malformed_total", "Malformed inputs skipped, by where", ["where"])
+
+
+class Bound:
+    """Labelled children resolved once: ``labels()`` costs a lock and a dict lookup per
+    call, which shows up on the decision hot path."""
+
+    def __init__(self) -> None:
+        self._decisions: dict[tuple[str, str], Any] = {}
+        self._latency: dict[str, Any] = {}
+        self.cache_hit = CACHE.labels(result="hit")
+        self.cache_miss = CACHE.labels(result="miss")
+
+    def decision(self, subject: str, result: str) -> Any:
+        child = self._decisions.get((subject, result))
+        if child is None:
+            child = self._decisions[subject, result] = DECISIONS.labels(subject=subject,
+                                                                         result=result)
+        return child
+
+    def latency(self, subject: str) -> Any:
+        child = self._latency.get(subject)
+        if child is None:
+            child = self._latency[subject] = DECISION_LATENCY.labels(subject=subject)
+        return child
+
+
+BOUND = Bound()
 
 
 def serve(port: int) -> None:

@@ -109,9 +109,9 @@ class Responder:
             result = "internal"
             with structlog.contextvars.bound_contextvars(request_id=rid):
                 log.exception("request_crashed", subject=subject)
-        metrics.DECISION_LATENCY.labels(subject=subject).observe(time.perf_counter() - started)
+        metrics.BOUND.latency(subject).observe(time.perf_counter() - started)
         if result != "ok":
-            metrics.DECISIONS.labels(subject=subject, result=result).inc()
+            metrics.BOUND.decision(subject, result).inc()
         if msg.reply:
             try:
                 await self._nc.publish(msg.reply, reply)

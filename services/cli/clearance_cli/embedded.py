@@ -9,13 +9,13 @@ the servers.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import socket
 from pathlib import Path
 
 import msgspec
+import uvloop
 
 from clearance_cli import services
 from clearance_runtime import servers
@@ -70,7 +70,7 @@ def up(args: argparse.Namespace, settings: Settings) -> None:
         )
         print(_banner(nats_url, redis_url, manifests), flush=True)
         try:
-            asyncio.run(services.run_services(services.NAMES, run_settings))
+            uvloop.run(services.run_services(services.NAMES, run_settings))
         except KeyboardInterrupt:
             print("\nstopping...", flush=True)
     finally:

@@ -15,6 +15,8 @@ import contextlib
 import sys
 from pathlib import Path
 
+import uvloop
+
 from clearance_cli import client, embedded, schemas, services
 from clearance_runtime import logs, metrics
 from clearance_runtime.settings import Settings
@@ -65,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
             embedded.up(args, settings)
         else:
             names = list(services.NAMES) if args.service == "all" else [args.service]
-            asyncio.run(services.run_services(names, settings))
+            uvloop.run(services.run_services(names, settings))
 
 
 if __name__ == "__main__":

@@ -80,8 +80,8 @@ class Decider:
         hits = sum(r is not None for r in results)
         self._cache.hits += hits
         self._cache.misses += len(checks) - hits
-        metrics.CACHE.labels(result="hit").inc(hits)
-        metrics.CACHE.labels(result="miss").inc(len(checks) - hits)
+        metrics.BOUND.cache_hit.inc(hits)
+        metrics.BOUND.cache_miss.inc(len(checks) - hits)
         missing = [i for i, r in enumerate(results) if r is None]
         if missing:
             revision = await self._evaluate(
@@ -93,7 +93,7 @@ class Decider:
             assert result is not None
             if not explain:
                 result.trace = msgspec.UNSET
-            metrics.DECISIONS.labels(subject="check", result=result.decision).inc()
+            metrics.BOUND.decision("check", result.decision).inc()
             final.append(result)
         return revision, final
 

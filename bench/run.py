@@ -1,0 +1,203 @@
+"""``just bench``: decision latency and throughput over NATS, as ratios to an echo.
+
+Everything runs on this machine in one go: a nats-server and a valkey-server from the
+wheels, Clearance's compiler, cache-invalidator and decision service (one process each,
+as deployed), a fleet of policies published on the stream, and a trivial nats-py echo
+responder measured on the same servers in the same run. Figures are reported as ratios
+to the echo because the machine is shared and noisy; absolute numbers are printed too.
+
+    python bench/run.py [--seconds 5] [--inflight 64] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import nats
+import redis.asyncio as aioredis
+
+from clearance_runtime import bus, servers
+
+ROOT = Path(__file__).resolve().parent.parent
+CLUSTERS = 200
+GROUPS = 50
+POLICIES = 300
+PRINCIPALS = 500
+
+
+def fleet() -> list[dict[str, Any]]:
+    """A realistic fleet: labelled clusters, team Groups, policies of every shape."""
+    objects: list[dict[str, Any]] = []
+    envs = ("prod", "staging", "dev")
+    for i in range(CLUSTERS):
+        objects.append({"apiVersion": "cluster.open-cluster-management.io/v1",
+                        "kind": "ManagedCluster",
+                        "metadata": {"name": f"c{i}", "labels": {"env": envs[i % 3],
+                                                                  "region": f"r{i % 7}"}}})
+    for g in range(GROUPS):
+        objects.append({"apiVersion": "user.openshift.io/v1", "kind": "Group",
+                        "metadata": {"name": f"team-{g}"},
+                        "users": [f"user-{u}" for u in range(g, PRINCIPALS, GROUPS)]})
+    for p in range(POLICIES):
+        rules = [
+            {"selector": {"matchLabels": {"env": envs[p % 3]}},
+             "permissions": {"view": True, "viewMetrics": p % 2 == 0}},
+            {"selector": {"matchNames": [f"c{p % 10}*"]}},
+            {"selector": {"matchPattern": f"c{p % 5}[0-9]+"}},
+        ]
+        objects.append({"apiVersion": "clusterpulse.io/v1alpha1", "kind": "MonitorAccessPolicy",
+                        "metadata": {"name": f"p{p}", "namespace": "bench"},
+                        "spec": {"identity": {"priority": p % 20,
+                                              "subjects": {"groups": [f"team-{p % GROUPS}"]}},
+                                 "access": {"effect": "Deny" if p % 11 == 0 else "Allow"},
+                                 "scope": {"clusters": {"default": "none", "rules": rules}}}})
+    return objects
+
+
+def check(i: int) -> dict[str, Any]:
+    return {"principal": {"username": f"user-{i % PRINCIPALS}"}, "action": "view",
+            "resource": {"type": "cluster", "name": f"c{(i * 7) % CLUSTERS}"}}
+
+
+def batch(i: int, size: int = 100) -> dict[str, Any]:
+    return {"principal": {"username": f"user-{i % PRINCIPALS}"},
+            "checks": [{"action": "view", "resource": {"type": "cluster", "name": f"c{j}"}}
+                       for j in range(size)]}
+
+
+async def load(nc: Any, subject: str, bodies: list[bytes], *, seconds: float, inflight: int
+               ) -> tuple[float, list[float]]:
+    """(requests/s with ``inflight`` outstanding, latencies in ms)."""
+    latencies: list[float] = []
+    done = 0
+    stop = time.perf_counter() + seconds
+
+    async def worker(offset: int) -> None:
+        nonlocal done
+        i = offset
+        while time.perf_counter() < stop:
+            started = time.perf_counter()
+            reply = await nc.request(subject, bodies[i % len(bodies)], timeout=10)
+            latencies.append((time.perf_counter() - started) * 1000)
+            if reply.data[:9] == b'{"error":':
+                raise RuntimeError(reply.data.decode())
+            done += 1
+            i += inflight
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(k) for k in range(inflight)))
+    return done / (time.perf_counter() - started), latencies
+
+
+def pct(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100)[int(q) - 1] if len(values) > 1 else values[0]
+
+
+async def measure(nc: Any, subject: str, bodies: list[bytes], seconds: float, inflight: int
+                  ) -> dict[str, float]:
+    await load(nc, subject, bodies, seconds=0.5, inflight=inflight)  # warm up
+    rate, _ = await load(nc, subject, bodies, seconds=seconds, inflight=inflight)
+    _, lat = await load(nc, subject, bodies, seconds=min(seconds, 3), inflight=1)
+    return {"rps": rate, "p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99)}
+
+
+def spawn(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--inflight", type=int, default=64)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    state = Path(tempfile.mkdtemp(prefix="clearance-bench-"))
+    nats_srv, nats_url = servers.nats_server(state / "nats")
+    valkey_srv, redis_url = servers.valkey_server(state / "valkey", persist=False)
+    nats_srv.start()
+    valkey_srv.start()
+    env = {**os.environ, "CLEARANCE_NATS_URL": nats_url, "CLEARANCE_REDIS_URL": redis_url,
+           "CLEARANCE_LOG_LEVEL": "WARNING"}
+    clearance = str(Path(sys.executable).parent / "clearance")
+    procs = [spawn([clearance, "run", name], env)
+             for name in ("compiler", "cache-invalidator", "decision")]
+    procs.append(spawn([sys.executable, str(ROOT / "bench" / "echo.py"), nats_url,
+                        "bench.echo"], env))
+    results: dict[str, Any] = {}
+    try:
+        nc = await nats.connect(nats_url)
+        js = nc.jetstream()
+        await bus.ensure_stream(js)
+        objects = fleet()
+        for n, obj in enumerate(objects):
+            await js.publish(f"clearance.events.{obj['kind'].lower()}.o{n}",
+                             msgspec.json.encode({"type": "ADDED", "object": obj}))
+        r = aioredis.from_url(redis_url)
+        t0 = time.perf_counter()
+        while int(await r.get("clr:inval:rev") or 0) < len(objects):  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+        results["compile_events_per_s"] = len(objects) / (time.perf_counter() - t0)
+        await r.aclose()
+
+        singles = [msgspec.json.encode(check(i)) for i in range(2000)]
+        batches = [msgspec.json.encode(batch(i)) for i in range(200)]
+        echo = await measure(nc, "bench.echo", singles, args.seconds, args.inflight)
+        # Cached: the warm-up pass fills the cache with every distinct question.
+        cached = await measure(nc, "clearance.v1.check", singles, args.seconds, args.inflight)
+        batch_rate = await measure(nc, "clearance.v1.check.batch", batches, args.seconds,
+                                   min(args.inflight, 8))
+        results.update({
+            "objects": len(objects),
+            "inflight": args.inflight,
+            "echo": echo,
+            "check_cached": cached,
+            "check_cached_ratio": cached["rps"] / echo["rps"],
+            "check_cached_p50_ratio": cached["p50_ms"] / echo["p50_ms"],
+            "batch100": batch_rate,
+            "batch100_checks_per_s": batch_rate["rps"] * 100,
+        })
+        # Uncached: every question distinct (an extra asserted group makes each principal
+        # new), so every request evaluates and writes a cache entry.
+        uncached = [
+            msgspec.json.encode({**check(i), "principal": {
+                "username": f"user-{i % PRINCIPALS}", "groups": [f"x{i}"]}})
+            for i in range(200000)
+        ]
+        rate, lat = await load(nc, "clearance.v1.check", uncached, seconds=args.seconds,
+                               inflight=args.inflight)
+        results["check_uncached"] = {"rps": rate, "p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99)}
+        results["check_uncached_ratio"] = rate / echo["rps"]
+        await nc.close()
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(10)
+        valkey_srv.stop()
+        nats_srv.stop()
+    print(json.dumps(results, indent=2))
+    print(
+        f"\necho {echo['rps']:.0f} req/s | cached check {cached['rps']:.0f} req/s "
+        f"= {results['check_cached_ratio']:.2f}x echo (target >= 0.5x) | "
+        f"p50 {cached['p50_ms']:.2f} ms p99 {cached['p99_ms']:.2f} ms | "
+        f"uncached {results['check_uncached']['rps']:.0f} req/s = "
+        f"{results['check_uncached_ratio']:.2f}x | batch of 100: "
+        f"{results['batch100_checks_per_s']:.0f} checks/s (target >= 20000)"
+    )
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
