@@ -222,3 +222,33 @@ async def _next_revision(system: System) -> int:
             return await system.stream_last_seq()
         await asyncio.sleep(0.02)
     raise TimeoutError("the watcher published nothing")
+
+
+async def test_any_producer_may_append_and_malformed_messages_are_skipped(
+        system: System) -> None:
+    assert system.nc is not None
+    js = system.nc.jetstream()
+    await js.publish("clearance.events.monitoraccesspolicy.x", b"{not json")
+    await js.publish("clearance.events.group.y", b'{"type": "ADDED", "object": {"kind": "Group"}}')
+    await js.publish("clearance.events.bogus.z", b'{"type": "EXPLODED", "object": {}}')
+    ack = await js.publish(
+        "clearance.events.monitoraccesspolicy.direct",
+        msgspec.json.encode({"type": "ADDED", "object": policy(
+            "direct", users=["mallory"], default="all")}),
+    )
+    reply = await system.check("mallory", "prod-east", min_revision=ack.seq)
+    assert (reply["decision"], reply["policy"]) == ("allow", "ns/direct")
+    assert (await system.status())["revision"] >= ack.seq
+
+
+async def test_a_cached_allow_never_outlives_not_after(system: System) -> None:
+    from datetime import UTC, datetime, timedelta  # noqa: PLC0415
+
+    soon = (datetime.now(UTC) + timedelta(seconds=1.5)).isoformat()
+    system.write("policies.yaml", policy("brief", users=["tim"], default="all", not_after=soon))
+    revision = await _next_revision(system)
+    first = await system.check("tim", "prod-east", min_revision=revision)
+    second = await system.check("tim", "prod-east")
+    assert (first["decision"], second["decision"], second["cached"]) == ("allow", "allow", True)
+    await asyncio.sleep(2.0)
+    assert (await system.check("tim", "prod-east"))["decision"] == "deny"
