@@ -10,6 +10,8 @@ import msgspec
 import structlog
 
 _encoder = msgspec.json.Encoder(enc_hook=repr)
+#: The configured level, for hot paths that must not even build a log call's arguments.
+LEVEL = logging.INFO
 
 
 def _serialize(obj: Any, **_: Any) -> bytes:
@@ -18,7 +20,9 @@ def _serialize(obj: Any, **_: Any) -> bytes:
 
 
 def configure(level: str = "INFO", *, service: str) -> None:
+    global LEVEL  # noqa: PLW0603  (set once at process start)
     numeric = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
+    LEVEL = numeric
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
