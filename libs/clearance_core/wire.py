@@ -72,6 +72,52 @@ class StatusRequest(RequestBase, kw_only=True):
     """``clearance.v1.status``."""
 
 
+class PrincipalRequest(RequestBase, kw_only=True):
+    """``clearance.v1.permissions`` and ``clearance.v1.policies``."""
+
+    principal: Principal
+
+
+class ClusterPermissions(msgspec.Struct, kw_only=True):
+    decision: DecisionKind
+    permissions: list[Action]
+
+
+class PermissionsReply(msgspec.Struct, kw_only=True):
+    clusters: dict[str, ClusterPermissions]
+    revision: int
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class PolicySummary(msgspec.Struct, kw_only=True):
+    name: str
+    namespace: str
+    priority: int
+    effect: str
+    enabled: bool
+    valid: bool
+    in_force: bool
+    matched_by: str
+
+
+class PoliciesReply(msgspec.Struct, kw_only=True):
+    policies: list[PolicySummary]
+    revision: int
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class CacheClearRequest(RequestBase, kw_only=True):
+    """``clearance.v1.cache.clear``: one principal's cached decisions, or all."""
+
+    principal: Principal | None = None
+
+
+class CacheClearReply(msgspec.Struct, kw_only=True):
+    cleared: int
+    revision: int
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
 class TraceStep(msgspec.Struct, kw_only=True, omit_defaults=True):
     """One candidate policy in an explanation, in evaluation order.
 
@@ -167,6 +213,9 @@ EVENTS_SUBJECTS = "clearance.events.>"
 SUBJECT_CHECK = "clearance.v1.check"
 SUBJECT_BATCH = "clearance.v1.check.batch"
 SUBJECT_STATUS = "clearance.v1.status"
+SUBJECT_PERMISSIONS = "clearance.v1.permissions"
+SUBJECT_POLICIES = "clearance.v1.policies"
+SUBJECT_CACHE_CLEAR = "clearance.v1.cache.clear"
 SUBJECT_DECISIONS_CHANGED = "clearance.decisions.changed"
 
 #: Every request Struct with the subject it is served on (used by the schema generator).
@@ -174,4 +223,7 @@ REQUESTS: dict[str, tuple[type[msgspec.Struct], type[msgspec.Struct]]] = {
     SUBJECT_CHECK: (CheckRequest, CheckResult),
     SUBJECT_BATCH: (BatchRequest, BatchReply),
     SUBJECT_STATUS: (StatusRequest, StatusReply),
+    SUBJECT_PERMISSIONS: (PrincipalRequest, PermissionsReply),
+    SUBJECT_POLICIES: (PrincipalRequest, PoliciesReply),
+    SUBJECT_CACHE_CLEAR: (CacheClearRequest, CacheClearReply),
 }

@@ -48,10 +48,19 @@ for _, g in ipairs(groups) do add(redis.call('SMEMBERS', 'clr:pidx:g:' .. g)) en
 local blobs = {{}}
 if #pkeys > 0 then blobs = redis.call('HMGET', '{keys.POLICIES}', unpack(pkeys)) end
 local labels = {{}}
-for i = 4 + ngroups, #ARGV do
-  table.insert(labels, redis.call('HGET', '{keys.CLUSTERS}', ARGV[i]) or false)
+local names_out = {{}}
+if ARGV[4 + ngroups] == '*' then
+  local all = redis.call('HGETALL', '{keys.CLUSTERS}')
+  for i = 1, #all, 2 do
+    table.insert(names_out, all[i]); table.insert(labels, all[i + 1])
+  end
+else
+  for i = 4 + ngroups, #ARGV do
+    table.insert(names_out, ARGV[i])
+    table.insert(labels, redis.call('HGET', '{keys.CLUSTERS}', ARGV[i]) or false)
+  end
 end
-return {{crev, irev, member, blobs, labels}}
+return {{crev, irev, member, blobs, names_out, labels}}
 """
 
 _labels = msgspec.json.Decoder(dict[str, str])
@@ -86,15 +95,18 @@ class SnapshotReader:
         username: str,
         email: str | None,
         groups: Sequence[str],
-        clusters: Sequence[str],
+        clusters: Sequence[str] | None,
     ) -> Snapshot:
-        argv: list[str | int] = [username, email or "", len(groups), *groups, *clusters]
-        crev, irev, member, blobs, labels = await self._script(args=argv)
+        """``clusters=None``: every cluster of the inventory."""
+        wanted = ["*"] if clusters is None else list(clusters)
+        argv: list[str | int] = [username, email or "", len(groups), *groups, *wanted]
+        crev, irev, member, blobs, names, labels = await self._script(args=argv)
         policies = [self._policy(b) for b in blobs if b]
         cluster_labels: dict[str, dict[str, str]] = {}
-        for name, raw in zip(clusters, labels, strict=True):
+        for name, raw in zip(names, labels, strict=True):
             if raw:
-                cluster_labels[name] = _labels.decode(raw)
+                key = name.decode() if isinstance(name, bytes) else str(name)
+                cluster_labels[key] = _labels.decode(raw)
         return Snapshot(
             compiled_revision=crev.decode() if isinstance(crev, bytes) else str(crev),
             revision=int(irev),

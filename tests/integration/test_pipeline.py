@@ -252,3 +252,38 @@ async def test_a_cached_allow_never_outlives_not_after(system: System) -> None:
     assert (first["decision"], second["decision"], second["cached"]) == ("allow", "allow", True)
     await asyncio.sleep(2.0)
     assert (await system.check("tim", "prod-east"))["decision"] == "deny"
+
+
+async def test_permissions_cover_every_inventory_cluster(system: System) -> None:
+    reply = await system.request("clearance.v1.permissions",
+                                 {"principal": {"username": "alice"}})
+    assert reply["clusters"] == {
+        "dev-1": {"decision": "deny", "permissions": []},
+        "prod-east": {"decision": "allow", "permissions": ["view", "view_metrics"]},
+    }
+
+
+async def test_policies_lists_matching_policies_in_order_with_how_they_matched(
+        system: System) -> None:
+    system.write("policies.yaml",
+                 policy("team-prod", groups=["team"], priority=5, default="all"),
+                 policy("by-user", users=["alice"], priority=5, effect="Deny", enabled=False),
+                 policy("other", users=["bob"], default="all"))
+    revision = await _next_revision(system)
+    reply = await system.request("clearance.v1.policies", {
+        "principal": {"username": "alice", "groups": ["zz"]}, "min_revision": revision})
+    assert [(p["name"], p["matched_by"], p["in_force"], p["valid"]) for p in reply["policies"]] \
+        == [("by-user", "user", False, True), ("team-prod", "group:team", True, True)]
+
+
+async def test_cache_clear_for_one_principal_and_for_all(system: System) -> None:
+    await system.check("alice", "prod-east")
+    await system.check("alice", "dev-1")
+    await system.check("bob", "prod-east")
+    one = await system.request("clearance.v1.cache.clear", {"principal": {"username": "alice"}})
+    assert one["cleared"] == 2
+    assert (await system.check("bob", "prod-east"))["cached"] is True
+    assert (await system.check("alice", "prod-east"))["cached"] is False
+    everything = await system.request("clearance.v1.cache.clear", {})
+    assert everything["cleared"] == 2
+    assert (await system.status())["cache"]["entries"] == 0

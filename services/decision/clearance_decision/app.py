@@ -14,21 +14,31 @@ import redis.exceptions
 from nats.aio.client import Client
 
 from clearance_core.errors import BadRequest, Unavailable
+from clearance_core.resources import principal_digest
 from clearance_core.wire import (
     SUBJECT_BATCH,
+    SUBJECT_CACHE_CLEAR,
     SUBJECT_CHECK,
+    SUBJECT_PERMISSIONS,
+    SUBJECT_POLICIES,
     SUBJECT_STATUS,
     BatchItem,
     BatchReply,
     BatchRequest,
+    CacheClearReply,
+    CacheClearRequest,
     CacheStatus,
     CheckRequest,
     CheckResult,
+    PermissionsReply,
+    PoliciesReply,
+    PrincipalRequest,
     RequestBase,
     ServiceStatus,
     StatusReply,
     StatusRequest,
 )
+from clearance_decision import views
 from clearance_decision.decider import Decider
 from clearance_runtime import health, keys, logs
 from clearance_runtime.cache import DecisionCache
@@ -43,6 +53,8 @@ _encode = msgspec.json.Encoder().encode
 _check = msgspec.json.Decoder(CheckRequest)
 _batch = msgspec.json.Decoder(BatchRequest)
 _status = msgspec.json.Decoder(StatusRequest)
+_principal_request = msgspec.json.Decoder(PrincipalRequest)
+_cache_clear = msgspec.json.Decoder(CacheClearRequest)
 
 
 def _guarded(handler: Handler) -> Handler:
@@ -62,7 +74,8 @@ class DecisionService:
         self._nc = nc
         self._r = redis
         self._cache = DecisionCache(redis, ttl_seconds=settings.decision_cache_ttl)
-        self._decider = Decider(SnapshotReader(redis), self._cache)
+        self._reader = SnapshotReader(redis)
+        self._decider = Decider(self._reader, self._cache)
         self._responder = Responder(nc, queue=QUEUE)
         self._revision = 0
 
@@ -128,6 +141,38 @@ class DecisionService:
             reply.request_id = request.request_id
         return _encode(reply)
 
+    async def permissions(self, body: bytes) -> bytes:
+        request = decode_request(_principal_request, body)
+        await self._await_revision(request)
+        snapshot, identity = await views.principal_snapshot(
+            self._reader, request.principal, all_clusters=True)
+        reply = PermissionsReply(clusters=views.permissions(snapshot, identity),
+                                 revision=snapshot.revision)
+        if request.request_id is not None:
+            reply.request_id = request.request_id
+        return _encode(reply)
+
+    async def policies(self, body: bytes) -> bytes:
+        request = decode_request(_principal_request, body)
+        await self._await_revision(request)
+        snapshot, identity = await views.principal_snapshot(
+            self._reader, request.principal, all_clusters=False)
+        reply = PoliciesReply(policies=views.policies(snapshot, identity),
+                              revision=snapshot.revision)
+        if request.request_id is not None:
+            reply.request_id = request.request_id
+        return _encode(reply)
+
+    async def cache_clear(self, body: bytes) -> bytes:
+        request = decode_request(_cache_clear, body)
+        await self._await_revision(request)
+        digest = None if request.principal is None else principal_digest(request.principal)
+        cleared = await self._cache.clear(digest)
+        reply = CacheClearReply(cleared=cleared, revision=await health.revision(self._r))
+        if request.request_id is not None:
+            reply.request_id = request.request_id
+        return _encode(reply)
+
     async def flush_stats(self) -> None:
         hits, misses = self._cache.hits, self._cache.misses
         if hits or misses:
@@ -138,8 +183,15 @@ class DecisionService:
     async def run(self) -> None:
         await self._responder.serve(SUBJECT_CHECK, _guarded(self.check))
         await self._responder.serve(SUBJECT_BATCH, _guarded(self.batch))
-        await self._responder.serve(SUBJECT_STATUS, _guarded(self.status))
-        log.info("decision_ready", subjects=[SUBJECT_CHECK, SUBJECT_BATCH, SUBJECT_STATUS])
+        handlers = {
+            SUBJECT_STATUS: self.status,
+            SUBJECT_PERMISSIONS: self.permissions,
+            SUBJECT_POLICIES: self.policies,
+            SUBJECT_CACHE_CLEAR: self.cache_clear,
+        }
+        for subject, handler in handlers.items():
+            await self._responder.serve(subject, _guarded(handler))
+        log.info("decision_ready", subjects=[SUBJECT_CHECK, SUBJECT_BATCH, *handlers])
         try:
             while True:
                 try:

@@ -1,0 +1,67 @@
+"""Principal-wide views: permissions on every cluster, and the policies naming a principal.
+
+Both are computed from one snapshot of the principal's candidate policies and the whole
+cluster inventory, with the same evaluator as single checks, so they can never disagree
+with ``clearance.v1.check``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from clearance_core.evaluate import candidates, evaluate_cluster, matched_by, skip_reason
+from clearance_core.principal import Identity, identity_of, service_account_groups
+from clearance_core.resources import check_principal
+from clearance_core.wire import ClusterPermissions, PolicySummary, Principal
+from clearance_runtime.snapshot import Snapshot, SnapshotReader
+
+ACTIONS = ("view", "view_metrics")
+
+
+async def principal_snapshot(
+    reader: SnapshotReader, principal: Principal, *, all_clusters: bool
+) -> tuple[Snapshot, Identity]:
+    check_principal(principal)
+    snapshot = await reader.read(
+        username=principal.username,
+        email=principal.email,
+        groups=[*principal.groups, *service_account_groups(principal.username)],
+        clusters=None if all_clusters else [],
+    )
+    return snapshot, identity_of(principal, snapshot.member_of)
+
+
+def permissions(snapshot: Snapshot, identity: Identity) -> dict[str, ClusterPermissions]:
+    """cluster -> decision for ``view`` and every action granted there."""
+    now = time.time()
+    out: dict[str, ClusterPermissions] = {}
+    for cluster in sorted(snapshot.labels):
+        granted = [
+            action
+            for action in ACTIONS
+            if evaluate_cluster(snapshot.policies, identity, action=action, cluster=cluster,
+                                labels=snapshot.labels[cluster], now=now).decision == "allow"
+        ]
+        out[cluster] = ClusterPermissions(
+            decision="allow" if "view" in granted else "deny",
+            permissions=granted,  # type: ignore[arg-type]
+        )
+    return out
+
+
+def policies(snapshot: Snapshot, identity: Identity) -> list[PolicySummary]:
+    """Every policy whose subjects match, in evaluation order, with how it matched."""
+    now = time.time()
+    out = []
+    for policy in candidates(snapshot.policies, identity):
+        out.append(PolicySummary(
+            name=policy.name,
+            namespace=policy.namespace,
+            priority=policy.priority,
+            effect=policy.effect,
+            enabled=policy.enabled,
+            valid=policy.valid,
+            in_force=skip_reason(policy, now) is None,
+            matched_by=matched_by(policy, identity) or "",
+        ))
+    return out
