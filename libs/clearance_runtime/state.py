@@ -9,6 +9,8 @@ no-op (the compiler skips it), so folding is idempotent.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
@@ -62,75 +64,61 @@ class StateStore:
         raw = await self._r.hget(keys.GROUPS, name)
         return msgspec.json.decode(raw, type=list[str]) if raw else None
 
-    def _finish(self, pipe: Any, seq: int, affected: Affected) -> None:
-        pipe.set(keys.REV, seq)
-        record = ChangeRecord(
-            revision=seq,
-            users=sorted(affected.users),
-            groups=sorted(affected.groups),
-            clusters=sorted(affected.clusters),
-            all=affected.all,
-        )
-        pipe.xadd(keys.CHANGES, {"r": _json.encode(record)}, id=f"{seq}-0")
-
-    async def commit_noop(self, seq: int) -> None:
+    @contextlib.asynccontextmanager
+    async def transaction(self, seq: int) -> AsyncIterator[Transaction]:
+        """Everything one event changes, committed in one MULTI with the checkpoint and
+        the change record (nothing is written if the block raises)."""
         async with self._r.pipeline(transaction=True) as pipe:
-            self._finish(pipe, seq, Affected())
+            tx = Transaction(pipe)
+            yield tx
+            pipe.set(keys.REV, seq)
+            record = ChangeRecord(
+                revision=seq,
+                users=sorted(tx.affected.users),
+                groups=sorted(tx.affected.groups),
+                clusters=sorted(tx.affected.clusters),
+                all=tx.affected.all,
+            )
+            pipe.xadd(keys.CHANGES, {"r": _json.encode(record)}, id=f"{seq}-0")
             await pipe.execute()
 
-    async def commit_policy(
-        self,
-        seq: int,
-        key: str,
-        previous: CompiledPolicy | None,
-        new: CompiledPolicy | None,
-        affected: Affected,
-    ) -> None:
-        old_idx = _index_keys(previous)
-        new_idx = _index_keys(new)
-        async with self._r.pipeline(transaction=True) as pipe:
-            for index_key in old_idx - new_idx:
-                pipe.srem(index_key, key)
-            for index_key in new_idx - old_idx:
-                pipe.sadd(index_key, key)
-            if new is None:
-                pipe.hdel(keys.POLICIES, key)
-            else:
-                pipe.hset(keys.POLICIES, key, encode_policy(new))
-            self._finish(pipe, seq, affected)
-            await pipe.execute()
 
-    async def commit_cluster(
-        self, seq: int, name: str, labels: dict[str, str] | None, affected: Affected
-    ) -> None:
-        async with self._r.pipeline(transaction=True) as pipe:
-            if labels is None:
-                pipe.hdel(keys.CLUSTERS, name)
-            else:
-                pipe.hset(keys.CLUSTERS, name, _json.encode(labels))
-            self._finish(pipe, seq, affected)
-            await pipe.execute()
+class Transaction:
+    """Queues the writes of one event; ``affected`` accumulates whose answers change."""
 
-    async def commit_group(
-        self,
-        seq: int,
-        name: str,
-        previous: list[str] | None,
-        users: list[str] | None,
-        affected: Affected,
+    def __init__(self, pipe: Any) -> None:
+        self._pipe = pipe
+        self.affected = Affected()
+
+    def put_policy(
+        self, key: str, previous: CompiledPolicy | None, new: CompiledPolicy | None
     ) -> None:
+        old_idx, new_idx = _index_keys(previous), _index_keys(new)
+        for index_key in old_idx - new_idx:
+            self._pipe.srem(index_key, key)
+        for index_key in new_idx - old_idx:
+            self._pipe.sadd(index_key, key)
+        if new is None:
+            self._pipe.hdel(keys.POLICIES, key)
+        else:
+            self._pipe.hset(keys.POLICIES, key, encode_policy(new))
+
+    def put_cluster(self, name: str, labels: dict[str, str] | None) -> None:
+        if labels is None:
+            self._pipe.hdel(keys.CLUSTERS, name)
+        else:
+            self._pipe.hset(keys.CLUSTERS, name, _json.encode(labels))
+
+    def put_group(self, name: str, previous: list[str] | None, users: list[str] | None) -> None:
         old, new = set(previous or ()), set(users or ())
-        async with self._r.pipeline(transaction=True) as pipe:
-            for user in old - new:
-                pipe.srem(keys.member_of(user), name)
-            for user in new - old:
-                pipe.sadd(keys.member_of(user), name)
-            if users is None:
-                pipe.hdel(keys.GROUPS, name)
-            else:
-                pipe.hset(keys.GROUPS, name, _json.encode(users))
-            self._finish(pipe, seq, affected)
-            await pipe.execute()
+        for user in old - new:
+            self._pipe.srem(keys.member_of(user), name)
+        for user in new - old:
+            self._pipe.sadd(keys.member_of(user), name)
+        if users is None:
+            self._pipe.hdel(keys.GROUPS, name)
+        else:
+            self._pipe.hset(keys.GROUPS, name, _json.encode(users))
 
 
 def _index_keys(policy: CompiledPolicy | None) -> set[str]:

@@ -45,7 +45,8 @@ class Folder:
             metrics.MALFORMED.labels(where="compiler").inc()
             metrics.EVENTS_COMPILED.labels(kind="unknown", outcome="malformed").inc()
             log.warning("event_malformed", seq=seq, error=str(exc))
-            await self._store.commit_noop(seq)
+            async with self._store.transaction(seq):
+                pass  # the revision advances; nothing else changes
             return
         outcome = await self._fold(seq, event.type, event.object, ref)
         metrics.EVENTS_COMPILED.labels(kind=ref.kind, outcome=outcome).inc()
@@ -55,7 +56,9 @@ class Folder:
             key = f"{ref.namespace}/{ref.name}"
             previous = await self._store.policy(key)
             policy, affected = fold_policy(event_type, obj, previous)
-            await self._store.commit_policy(seq, key, previous, policy, affected)
+            async with self._store.transaction(seq) as tx:
+                tx.put_policy(key, previous, policy)
+                tx.affected = affected
             if policy is None:
                 await self._publish_status(ref, PolicyStatus(state="Deleted", message="deleted",
                                                              revision=seq))
@@ -74,7 +77,9 @@ class Folder:
             except InvalidObject as exc:
                 log.warning("cluster_invalid", cluster=ref.name, error=exc.message)
                 labels, affected = fold_cluster("DELETED", ref.name, obj, previous_labels)
-            await self._store.commit_cluster(seq, ref.name, labels, affected)
+            async with self._store.transaction(seq) as tx:
+                tx.put_cluster(ref.name, labels)
+                tx.affected = affected
             return "compiled"
         if ref.kind == "group":
             previous_users = await self._store.group(ref.name)
@@ -83,11 +88,14 @@ class Folder:
             except InvalidObject as exc:
                 log.warning("group_invalid", group=ref.name, error=exc.message)
                 users, affected = fold_group("DELETED", obj, previous_users)
-            await self._store.commit_group(seq, ref.name, previous_users, users, affected)
+            async with self._store.transaction(seq) as tx:
+                tx.put_group(ref.name, previous_users, users)
+                tx.affected = affected
             return "compiled"
-        # Kinds compiled by later versions (RBAC, MetricSource, AccessPolicy...) still
-        # advance the revision.
-        await self._store.commit_noop(seq)
+        # Kinds compiled by later versions (RBAC, AccessPolicy...) still advance the
+        # revision.
+        async with self._store.transaction(seq):
+            pass
         return "ignored"
 
     async def _publish_status(self, ref: ObjectRef, status: PolicyStatus) -> None:
