@@ -12,7 +12,7 @@ up *args:
 # The full test suite: unit, property and integration tests on real servers, then lint.
 test *args:
     {{venv}}/python -m pytest -q -p no:cacheprovider "$@"
-    just lint
+    {{just_executable()}} --justfile {{justfile()}} lint
 
 # Benchmarks (figures as ratios to a baseline measured in the same run).
 bench *args:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import nats
 from nats.aio.client import Client
@@ -25,6 +26,15 @@ log = logs.get(__name__)
 #: state (every event carries the whole object); the latest is never discarded.
 HISTORY_PER_OBJECT = 16
 DUPLICATE_WINDOW_SECONDS = 120.0
+
+
+def redacted(url: str) -> str:
+    """The URL without its password, for logs (credentials may ride in the URL)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 async def connect(url: str, *, name: str) -> Client:
@@ -54,7 +64,7 @@ async def connect(url: str, *, name: str) -> Client:
                 reconnected_cb=_reconnected,
             )
         except (TimeoutError, OSError, nats.errors.Error) as exc:
-            log.warning("nats_connect_failed", url=url, error=str(exc), retry_in=delay)
+            log.warning("nats_connect_failed", url=redacted(url), error=str(exc), retry_in=delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 
