@@ -352,7 +352,7 @@ class RuleView:
 
     def _namespace_rule(self, kind: str, item: Item) -> bool:
         if self._namespaces_hidden():
-            return not (item.namespaces and "*" in item.namespaces)
+            return False  # also for operators available in ``*``
         if self._ns_names is None:
             return True
         if kind == "operators" and item.namespaces:

@@ -110,7 +110,7 @@ def test_compiled_aggregations_survive_msgpack() -> None:
 @pytest.mark.parametrize(("aggregation", "items", "result"), [
     (agg("count", None), values(1, None, "x"), 3),  # counts items
     (agg("count", None), [], 0),  # count of nothing is 0...
-    (agg("count"), values(1, None, "x") + [{}], 2),  # ...with a field: where present
+    (agg("count"), [*values(1, None, "x"), {}], 2),  # ...with a field: where present
     (agg("sum"), [], None),  # ...every other function of nothing is null
     (agg("avg"), values("x", True), None),
     (agg("distinct"), [], None),
@@ -146,8 +146,10 @@ def test_sums_of_integers_stay_integers_and_avg_is_a_float() -> None:
 
 
 def test_group_by_maps_each_group_value_to_its_result() -> None:
-    items = [{"v": 1, "zone": "b"}, {"v": 2, "zone": "a"}, {"v": 3, "zone": "b"}, {"v": 4},
-             {"v": 5, "zone": None}, {"v": 6, "zone": 1}]
+    items: list[dict[str, Any]] = [
+        {"v": 1, "zone": "b"}, {"v": 2, "zone": "a"}, {"v": 3, "zone": "b"}, {"v": 4},
+        {"v": 5, "zone": None}, {"v": 6, "zone": 1},
+    ]
     result = one(agg("sum", groupBy="zone"), items)
     assert result == {"a": 2, "b": 4, "": 9, "1": 6}
     assert list(result) == sorted(result)  # deterministic order

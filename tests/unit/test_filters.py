@@ -193,7 +193,8 @@ def test_dimension_semantics(
     (flt("pvc", fields={"class": dim(["gp*"])}), item(fields={}), "fields.class"),
     (flt("pvc", fields={"class": dim(["gp*"])}), item(fields={"class": None}), "fields.class"),
     (flt("pvc", fields={"class": dim(denied=["gp*"])}), item(fields={}), None),
-    (flt("pvc", fields={"class": dim(denied=[""])}), item(fields={}), None),  # not ClusterPulse's ""
+    # Absent is not "" (ClusterPulse compared a missing field as "").
+    (flt("pvc", fields={"class": dim(denied=[""])}), item(fields={}), None),
     (flt("pvc", fields={"a": dim(["1"]), "b": dim(["2"])}),
      item(fields={"a": "1", "b": "3"}), "fields.b"),
     # A cluster-scoped item has no namespace: an allowlist of namespaces hides it.
@@ -284,6 +285,9 @@ def test_namespace_visible(raws: list[dict[str, Any]], namespace: str | None,
     ([NS_FILTER], "alerts", item(namespace="team-secret"), (False, "namespace")),
     ([NS_FILTER], "events", item(namespace="kube-system"), (False, "namespace")),
     ([NS_FILTER], "pods", item(namespace=None), (False, "namespace")),
+    ([{"type": "namespaces", "visibility": "none"}], "pods", item(), (False, "namespace")),
+    ([{"type": "namespaces", "visibility": "none"}], "events", item(namespace=None),
+     (False, "namespace")),
     ([NS_FILTER], "nodes", item(namespace="kube-system"), (True, None)),  # not namespaced
     # The type's own filter applies too, and reports its own dimension.
     ([NS_FILTER, {"type": "pods", "visibility": "filtered", "filters": {"names": dim(["w*"])}}],
@@ -518,4 +522,5 @@ def test_nothing_is_visible_inside_a_hidden_namespace(
             assert ref_passes(ns_raw["filters"].get("names"), it.namespace)
     if ns_raw["visibility"] == "none":
         assert rule.filter_items(kind, items) == []
+        assert not any(rule.item_visible(kind, it)[0] for it in items)
         assert rule.type_decision(kind) == "deny"
