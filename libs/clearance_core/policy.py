@@ -17,6 +17,7 @@ from typing import Any, Literal
 import msgspec
 
 from clearance_core.errors import InvalidObject
+from clearance_core.filters import BUILTIN_TYPES, ResourceFilter, compile_filter
 from clearance_core.wildcard import NameSet
 
 Effect = Literal["Allow", "Deny"]
@@ -101,7 +102,7 @@ class CompiledSelector(msgspec.Struct, kw_only=True, frozen=True):
 class CompiledRule(msgspec.Struct, kw_only=True, frozen=True):
     selector: CompiledSelector
     permissions: tuple[str, ...]
-    resources: tuple[dict[str, Any], ...] = ()
+    filters: tuple[ResourceFilter, ...] = ()
 
 
 class CompiledPolicy(msgspec.Struct, kw_only=True, frozen=True):
@@ -123,6 +124,8 @@ class CompiledPolicy(msgspec.Struct, kw_only=True, frozen=True):
     valid: bool = True
     error: str | None = None
     hash: str = ""
+    #: Custom resource types (MetricSource ``resourceTypeName``) its rules mention.
+    custom_types: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -175,16 +178,11 @@ def _compile_permissions(permissions: _Permissions | None) -> tuple[str, ...]:
     return tuple(granted)
 
 
-def _check_resources(resources: list[dict[str, Any]], index: int) -> None:
-    for position, entry in enumerate(resources):
-        kind = entry.get("type")
-        if not isinstance(kind, str) or not kind:
-            raise InvalidObject(f"rules[{index}].resources[{position}].type must be a string")
-        visibility = entry.get("visibility", "all")
-        if visibility not in ("all", "none", "filtered"):
-            raise InvalidObject(
-                f"rules[{index}].resources[{position}].visibility must be all, none or filtered"
-            )
+def _compile_filters(resources: list[dict[str, Any]], index: int) -> tuple[ResourceFilter, ...]:
+    return tuple(
+        compile_filter(entry, f"rules[{index}].resources[{position}]")
+        for position, entry in enumerate(resources)
+    )
 
 
 def spec_hash(spec: Any) -> str:
@@ -227,14 +225,14 @@ def compile_policy(obj: dict[str, Any]) -> CompiledPolicy:
     )
     rules = []
     for index, rule in enumerate(spec.scope.clusters.rules):
-        _check_resources(rule.resources, index)
         rules.append(
             CompiledRule(
                 selector=_compile_selector(rule.selector, index),
                 permissions=_compile_permissions(rule.permissions),
-                resources=tuple(rule.resources),
+                filters=_compile_filters(rule.resources, index),
             )
         )
+    custom_types = sorted({f.type for r in rules for f in r.filters} - BUILTIN_TYPES)
     subjects = identity.subjects
     return CompiledPolicy(
         namespace=namespace,
@@ -255,6 +253,7 @@ def compile_policy(obj: dict[str, Any]) -> CompiledPolicy:
         not_before=not_before,
         not_after=not_after,
         hash=spec_hash(raw_spec),
+        custom_types=tuple(custom_types),
     )
 
 

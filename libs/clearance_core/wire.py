@@ -134,6 +134,9 @@ class TraceStep(msgspec.Struct, kw_only=True, omit_defaults=True):
     reason: str
     rule: int | None = None
     selector: str | None = None
+    #: For a concrete item: the filter dimension that hid it (names, namespaces, labels,
+    #: fields.<f>, visibility, namespace (the namespace rule), unlisted).
+    hidden_by: str | None = None
 
 
 class CheckResult(msgspec.Struct, kw_only=True):

@@ -14,14 +14,14 @@ from collections.abc import Sequence
 
 import msgspec
 
-from clearance_core.evaluate import Outcome, evaluate_cluster
+from clearance_core.decide import Decision, decide
+from clearance_core.evaluate import Outcome
 from clearance_core.principal import identity_of, service_account_groups
 from clearance_core.resources import (
     check_principal,
     cluster_of,
     decision_digest,
     principal_digest,
-    singular,
 )
 from clearance_core.wire import BatchItem, CheckResult, Principal
 from clearance_runtime import keys, metrics
@@ -32,23 +32,16 @@ _encode_result = msgspec.msgpack.Encoder().encode
 _decode_result = msgspec.msgpack.Decoder(CheckResult).decode
 
 
-def result_of(outcome: Outcome, *, action: str, type_name: str) -> CheckResult:
-    decision = outcome.decision
-    reason = outcome.reason
-    if decision == "allow" and singular(type_name) != "cluster":
-        # Sub-resource decisions (filters, partial) are not served by this version:
-        # fail closed rather than guess what the cluster's rule lets this item show.
-        decision = "deny"
-        reason = f"resource type {type_name!r}: only cluster decisions are served"
+def result_of(decision: Decision) -> CheckResult:
     return CheckResult(
-        decision=decision,  # type: ignore[arg-type]
-        allowed=decision in ("allow", "partial"),
-        reason=reason,
-        policy=outcome.policy,
-        permissions=list(outcome.permissions),  # type: ignore[arg-type]
-        filters=None,
+        decision=decision.decision,  # type: ignore[arg-type]
+        allowed=decision.decision in ("allow", "partial"),
+        reason=decision.reason,
+        policy=decision.policy,
+        permissions=list(decision.permissions),  # type: ignore[arg-type]
+        filters=decision.filters,
         cached=False,
-        trace=outcome.trace,
+        trace=decision.outcome.trace,
     )
 
 
@@ -120,17 +113,18 @@ class Decider:
         entries: list[Entry] = []
         for i in missing:
             check = checks[i]
-            outcome = evaluate_cluster(
+            decision = decide(
                 snapshot.policies,
                 identity,
                 action=check.action,
+                resource=check.resource,
                 cluster=clusters[i],
                 labels=snapshot.labels.get(clusters[i], {}),
                 now=now,
             )
-            result = result_of(outcome, action=check.action, type_name=check.resource.type)
+            result = result_of(decision)
             results[i] = result
-            ttl_ms = self._ttl_ms(outcome, now)
+            ttl_ms = self._ttl_ms(decision.outcome, now)
             if ttl_ms > 0:
                 entries.append(Entry(
                     key=keys.cache_entry(digests[i]),

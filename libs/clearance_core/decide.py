@@ -1,0 +1,108 @@
+"""One decision on any resource: the cluster's deciding rule, then that rule's filters.
+
+The cluster decides first (``evaluate_cluster``): a Deny, or an Allow that does not grant
+the action, ends it. Otherwise the one rule that matched the cluster governs everything
+inside it — the same rule for every sub-resource, never a different policy per type
+(a ClusterPulse defect) — through a :class:`RuleView`:
+
+- a concrete item (``name`` given) is ``allow`` or ``deny``; a hidden item's trace step
+  names the filter dimension that hid it;
+- a whole type (``name`` ``"*"``) is ``deny`` when the type is invisible, ``partial`` with
+  the filters when some item could be hidden, else ``allow``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import msgspec
+
+from clearance_core.evaluate import Outcome, evaluate_cluster
+from clearance_core.filters import NAMESPACED_TYPES, Item, RuleView
+from clearance_core.policy import CompiledPolicy, CompiledRule
+from clearance_core.principal import Identity
+from clearance_core.resources import plural, singular
+from clearance_core.wire import Resource
+
+_views: dict[int, tuple[CompiledRule, RuleView]] = {}
+
+
+def rule_view(rule: CompiledRule) -> RuleView:
+    """The rule's filters as a view, built once per compiled rule object."""
+    cached = _views.get(id(rule))
+    if cached is not None and cached[0] is rule:
+        return cached[1]
+    if len(_views) > 4096:
+        _views.clear()
+    view = RuleView.of(rule.filters)
+    _views[id(rule)] = (rule, view)
+    return view
+
+
+class Decision(msgspec.Struct, kw_only=True):
+    decision: str
+    reason: str
+    policy: str | None
+    permissions: tuple[str, ...]
+    filters: dict[str, Any] | None
+    outcome: Outcome
+
+
+def _filters_for(view: RuleView, kind: str) -> dict[str, Any]:
+    written = view.filters_map()
+    shown = {k: v for k, v in written.items() if k == kind}
+    if kind in NAMESPACED_TYPES and "namespaces" in written:
+        shown["namespaces"] = written["namespaces"]  # the namespace rule applies too
+    return shown
+
+
+def decide(
+    policies: Iterable[CompiledPolicy],
+    identity: Identity,
+    *,
+    action: str,
+    resource: Resource,
+    cluster: str,
+    labels: Mapping[str, str],
+    now: float,
+) -> Decision:
+    outcome = evaluate_cluster(policies, identity, action=action, cluster=cluster,
+                               labels=labels, now=now)
+
+    def made(decision: str, reason: str, filters: dict[str, Any] | None = None) -> Decision:
+        return Decision(decision=decision, reason=reason, policy=outcome.policy,
+                        permissions=outcome.permissions, filters=filters, outcome=outcome)
+
+    if outcome.decision != "allow" or singular(resource.type) == "cluster":
+        return made(outcome.decision, outcome.reason)
+    assert outcome.rule is not None
+    view = rule_view(outcome.rule)
+    kind = plural(resource.type)
+    if resource.name == "*":
+        verdict = view.type_decision(kind)
+        if verdict == "deny":
+            reason = f"{kind} are not visible under {outcome.policy}"
+            _note(outcome, f"type {kind} invisible")
+            return made("deny", reason)
+        if verdict == "partial":
+            return made("partial", f"{kind} filtered by {outcome.policy}",
+                        _filters_for(view, kind))
+        return made("allow", outcome.reason)
+    item = Item(name=resource.name, namespace=resource.namespace, labels=resource.labels,
+                fields=resource.fields)
+    shown, hidden_by = view.item_visible(kind, item)
+    if shown:
+        return made("allow", outcome.reason)
+    _note(outcome, f"item hidden by {hidden_by}", hidden_by)
+    return made("deny", f"{singular(kind)} {resource.name!r} hidden by the {hidden_by} "
+                        f"filter of {outcome.policy}")
+
+
+def _note(outcome: Outcome, text: str, hidden_by: str | None = None) -> None:
+    """Record on the deciding trace step what the filters did."""
+    if outcome.trace:
+        step = outcome.trace[-1]
+        step.reason = f"{step.reason}; {text}"
+        if hidden_by is not None:
+            step.hidden_by = hidden_by

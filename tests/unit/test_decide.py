@@ -1,0 +1,89 @@
+"""Decisions inside a cluster: the deciding rule's filters (CONTRACT section 3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clearance_core.decide import decide
+from clearance_core.policy import compile_policy
+from clearance_core.principal import Identity
+from clearance_core.wire import Resource
+from tests.unit.policies import policy
+
+ALICE = Identity(username="alice", email=None, groups=frozenset())
+RULE_RESOURCES = [
+    {"type": "namespaces", "visibility": "filtered",
+     "filters": {"names": {"allowed": ["app-*"], "denied": ["app-secret"]}}},
+    {"type": "nodes", "visibility": "none"},
+    {"type": "pvc", "visibility": "filtered",
+     "filters": {"fields": {"storageClass": {"allowed": ["gp3"]}}}},
+    {"type": "certificates", "visibility": "all"},
+]
+
+
+def ask(resource: dict[str, Any], *, resources: list[dict[str, Any]] | None = None,
+        effect: str = "Allow", default: str = "none") -> tuple[str, Any, Any]:
+    rules = [] if resources is None else [
+        {"selector": {"matchNames": ["c1"]}, "resources": resources}]
+    compiled = compile_policy(policy(users=["alice"], effect=effect, default=default,
+                                     rules=rules))
+    result = decide([compiled], ALICE, action="view",
+                    resource=Resource(cluster="c1", **resource), cluster="c1", labels={},
+                    now=0.0)
+    hidden = result.outcome.trace[-1].hidden_by if result.outcome.trace else None
+    return result.decision, result.filters, hidden
+
+
+def test_pods_follow_the_namespace_rule() -> None:
+    assert ask({"type": "pod", "name": "web", "namespace": "app-shop"},
+               resources=RULE_RESOURCES)[0] == "allow"
+    assert ask({"type": "pods", "name": "web", "namespace": "kube-system"},
+               resources=RULE_RESOURCES) == ("deny", None, "namespace")
+    assert ask({"type": "pods", "name": "x", "namespace": "app-secret"},
+               resources=RULE_RESOURCES)[0] == "deny"
+
+
+def test_a_whole_namespaced_type_is_partial_with_the_namespace_filter() -> None:
+    decision, filters, _ = ask({"type": "pods"}, resources=RULE_RESOURCES)
+    assert decision == "partial"
+    assert filters == {"namespaces": RULE_RESOURCES[0]}
+
+
+def test_namespaces_themselves_are_filtered_by_name() -> None:
+    assert ask({"type": "namespace", "name": "app-x"}, resources=RULE_RESOURCES)[0] == "allow"
+    assert ask({"type": "namespace", "name": "default"}, resources=RULE_RESOURCES)[:1] == ("deny",)
+    assert ask({"type": "namespaces"}, resources=RULE_RESOURCES)[0] == "partial"
+
+
+def test_visibility_none_denies_the_type() -> None:
+    assert ask({"type": "nodes"}, resources=RULE_RESOURCES)[0] == "deny"
+    assert ask({"type": "node", "name": "n1"}, resources=RULE_RESOURCES)[0] == "deny"
+
+
+def test_custom_types_need_listing_and_field_filters_apply() -> None:
+    ok = {"type": "pvc", "name": "data", "namespace": "app-a", "fields": {"storageClass": "gp3"}}
+    bad = {**ok, "fields": {"storageClass": "io2"}}
+    assert ask(ok, resources=RULE_RESOURCES)[0] == "allow"
+    assert ask(bad, resources=RULE_RESOURCES) == ("deny", None, "fields.storageClass")
+    assert ask({"type": "pvc"}, resources=RULE_RESOURCES)[0] == "partial"
+    assert ask({"type": "certificates"}, resources=RULE_RESOURCES)[0] == "allow"
+    assert ask({"type": "secrets"}, resources=RULE_RESOURCES)[0] == "deny"  # unlisted
+    assert ask({"type": "secrets", "name": "s"}, resources=RULE_RESOURCES)[2] == "unlisted"
+
+
+def test_unlisted_builtins_are_visible_subject_to_the_namespace_rule() -> None:
+    assert ask({"type": "alerts"}, resources=RULE_RESOURCES)[0] == "partial"
+    assert ask({"type": "alerts"}, resources=[])[0] == "allow"
+    assert ask({"type": "events", "name": "e", "namespace": "kube-system"},
+               resources=RULE_RESOURCES)[0] == "deny"
+
+
+def test_default_all_shows_builtins_but_no_custom_types() -> None:
+    assert ask({"type": "pods"}, default="all")[0] == "allow"
+    assert ask({"type": "pvc"}, default="all")[0] == "deny"
+
+
+def test_a_deny_policy_denies_everything_inside_the_cluster() -> None:
+    assert ask({"type": "pods"}, resources=RULE_RESOURCES, effect="Deny")[0] == "deny"
+    assert ask({"type": "certificates", "name": "c"}, resources=RULE_RESOURCES,
+               effect="Deny")[0] == "deny"
