@@ -12,11 +12,13 @@ cache-invalidator never has to guess or scan:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
 
 from clearance_core.errors import InvalidObject
+from clearance_core.metricsource import CompiledSource, field_violations
 from clearance_core.policy import CompiledPolicy, compile_policy, invalid_policy
 
 
@@ -38,15 +40,25 @@ class Affected(msgspec.Struct, kw_only=True):
 
 
 def fold_policy(
-    event_type: str, obj: dict[str, Any], previous: CompiledPolicy | None
+    event_type: str,
+    obj: dict[str, Any],
+    previous: CompiledPolicy | None,
+    sources: Mapping[str, CompiledSource],
 ) -> tuple[CompiledPolicy | None, Affected]:
-    """New compiled policy (possibly an invalid record), or None when deleted."""
+    """New compiled policy (possibly an invalid record), or None when deleted.
+
+    ``sources`` are the MetricSources by type: a field filter on a field its type does not
+    declare filterable makes the policy invalid."""
     new: CompiledPolicy | None
     if event_type == "DELETED":
         new = None
     else:
         try:
             new = compile_policy(obj)
+            problems = field_violations(new, sources)
+            if problems:
+                # Keep custom_types so a later MetricSource change re-checks this policy.
+                new = msgspec.structs.replace(new, valid=False, error="; ".join(problems))
         except InvalidObject as exc:
             # Withdraw the previous valid version too; keep a record for status/traces.
             new = invalid_policy(obj, exc.message)

@@ -118,6 +118,84 @@ class CacheClearReply(msgspec.Struct, kw_only=True):
     request_id: str | msgspec.UnsetType | None = msgspec.UNSET
 
 
+class ListItem(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
+    """One item of a list a UI is about to show (``clearance.v1.filter``)."""
+
+    name: str
+    namespace: str | None = None
+    labels: dict[str, str] = {}
+    fields: dict[str, FieldValue] = {}
+    #: For operators: the namespaces the operator is available in (``["*"]``: all).
+    namespaces: list[str] | None = None
+
+
+class FilterRequest(RequestBase, kw_only=True):
+    """``clearance.v1.filter``."""
+
+    principal: Principal
+    cluster: str
+    type: str
+    items: list[ListItem]
+    aggregations: dict[str, Any] | None = None
+
+
+class FilterReply(msgspec.Struct, kw_only=True):
+    decision: DecisionKind
+    items: list[ListItem]
+    total: int
+    visible: int
+    aggregations: dict[str, Any] | None
+    revision: int
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class NamespaceMetrics(msgspec.Struct, kw_only=True, frozen=True):
+    name: str
+    labels: dict[str, str] = {}
+    pods: int = 0
+    pods_running: int = 0
+    deployments: int = 0
+    services: int = 0
+
+
+class NodeMetrics(msgspec.Struct, kw_only=True, frozen=True):
+    name: str
+    labels: dict[str, str] = {}
+    ready: bool = False
+    cpu_capacity: float = 0
+    memory_capacity: float = 0
+
+
+class MetricsRequest(RequestBase, kw_only=True):
+    """``clearance.v1.metrics``: cluster metrics recomputed from what may be seen."""
+
+    principal: Principal
+    cluster: str
+    namespaces: list[NamespaceMetrics] = []
+    nodes: list[NodeMetrics] = []
+
+
+class MetricsReply(msgspec.Struct, kw_only=True):
+    decision: DecisionKind
+    metrics: dict[str, float]
+    filtered: bool
+    revision: int
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class CustomTypesRequest(RequestBase, kw_only=True):
+    """``clearance.v1.custom-types``."""
+
+    principal: Principal
+    cluster: str | None = None
+
+
+class CustomTypesReply(msgspec.Struct, kw_only=True):
+    types: list[str]
+    revision: int
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
 class TraceStep(msgspec.Struct, kw_only=True, omit_defaults=True):
     """One candidate policy in an explanation, in evaluation order.
 
@@ -216,6 +294,9 @@ EVENTS_SUBJECTS = "clearance.events.>"
 SUBJECT_CHECK = "clearance.v1.check"
 SUBJECT_BATCH = "clearance.v1.check.batch"
 SUBJECT_STATUS = "clearance.v1.status"
+SUBJECT_FILTER = "clearance.v1.filter"
+SUBJECT_METRICS = "clearance.v1.metrics"
+SUBJECT_CUSTOM_TYPES = "clearance.v1.custom-types"
 SUBJECT_PERMISSIONS = "clearance.v1.permissions"
 SUBJECT_POLICIES = "clearance.v1.policies"
 SUBJECT_CACHE_CLEAR = "clearance.v1.cache.clear"
@@ -226,6 +307,9 @@ REQUESTS: dict[str, tuple[type[msgspec.Struct], type[msgspec.Struct]]] = {
     SUBJECT_CHECK: (CheckRequest, CheckResult),
     SUBJECT_BATCH: (BatchRequest, BatchReply),
     SUBJECT_STATUS: (StatusRequest, StatusReply),
+    SUBJECT_FILTER: (FilterRequest, FilterReply),
+    SUBJECT_METRICS: (MetricsRequest, MetricsReply),
+    SUBJECT_CUSTOM_TYPES: (CustomTypesRequest, CustomTypesReply),
     SUBJECT_PERMISSIONS: (PrincipalRequest, PermissionsReply),
     SUBJECT_POLICIES: (PrincipalRequest, PoliciesReply),
     SUBJECT_CACHE_CLEAR: (CacheClearRequest, CacheClearReply),

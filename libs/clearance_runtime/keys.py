@@ -10,6 +10,10 @@ Compiled state (written only by the compiler, in one MULTI per event):
     clr:pidx:u:<name>       SET   policy keys naming a user (username or email)
     clr:pidx:sa:<username>  SET   policy keys naming a service account
     clr:pidx:g:<group>      SET   policy keys naming a group
+    clr:pidx:t:<type>       SET   policy keys whose rules name a custom type
+    clr:polraw              HASH  "ns/name" -> JSON policy object (to re-check it)
+    clr:ms                  HASH  custom type -> msgpack CompiledSource (MetricSource)
+    clr:msobj               HASH  MetricSource "ns/name" -> the type it declares
     clr:mc                  HASH  cluster -> JSON labels (the ManagedCluster inventory)
     clr:grp                 HASH  group -> JSON sorted users
     clr:memb:<user>         SET   groups listing the user (or email)
@@ -33,6 +37,9 @@ from __future__ import annotations
 REV = "clr:rev"
 POLICIES = "clr:pol"
 CLUSTERS = "clr:mc"
+POLICY_OBJECTS = "clr:polraw"
+SOURCES = "clr:ms"
+SOURCE_OBJECTS = "clr:msobj"
 GROUPS = "clr:grp"
 CHANGES = "clr:changes"
 INVALIDATED_REV = "clr:inval:rev"
@@ -50,6 +57,10 @@ def policy_by_sa(username: str) -> str:
 
 def policy_by_group(group: str) -> str:
     return f"clr:pidx:g:{group}"
+
+
+def policy_by_type(type_name: str) -> str:
+    return f"clr:pidx:t:{type_name}"
 
 
 def member_of(user: str) -> str:

@@ -102,7 +102,12 @@ def nats_server(state_dir: Path, port: int | None = None) -> tuple[Server, str]:
     port = port or free_port()
     store = state_dir / "jetstream"
     store.mkdir(parents=True, exist_ok=True)
-    argv = [nats_binary(), "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(store)]
+    config = state_dir / "nats.conf"
+    # 32 MiB messages: clearance.v1.filter takes lists of 100,000+ items in one request
+    # (the server's default is 1 MiB; 64 MiB is its hard limit).
+    config.write_text(f'listen: "127.0.0.1:{port}"\nmax_payload: 33554432\n'
+                      f'jetstream {{ store_dir: "{store}" }}\n')
+    argv = [nats_binary(), "-c", str(config)]
     return Server(name="nats-server", argv=argv, port=port,
                   log_path=state_dir / "nats.log"), f"nats://127.0.0.1:{port}"
 

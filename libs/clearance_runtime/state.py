@@ -17,11 +17,13 @@ import msgspec
 import redis.asyncio as aioredis
 
 from clearance_core.fold import Affected
+from clearance_core.metricsource import CompiledSource
 from clearance_core.policy import CompiledPolicy
 from clearance_runtime import keys
 
 _policy_encoder = msgspec.msgpack.Encoder()
 _policy_decoder = msgspec.msgpack.Decoder(CompiledPolicy)
+_source_decoder = msgspec.msgpack.Decoder(CompiledSource)
 _json = msgspec.json.Encoder()
 
 
@@ -43,6 +45,10 @@ def decode_policy(blob: bytes) -> CompiledPolicy:
     return _policy_decoder.decode(blob)
 
 
+def decode_source(blob: bytes) -> CompiledSource:
+    return _source_decoder.decode(blob)
+
+
 class StateStore:
     def __init__(self, redis: aioredis.Redis) -> None:
         self._r = redis
@@ -55,6 +61,22 @@ class StateStore:
     async def policy(self, key: str) -> CompiledPolicy | None:
         blob = await self._r.hget(keys.POLICIES, key)
         return decode_policy(blob) if isinstance(blob, bytes) else None
+
+    async def policy_object(self, key: str) -> dict[str, Any] | None:
+        raw = await self._r.hget(keys.POLICY_OBJECTS, key)
+        return msgspec.json.decode(raw, type=dict[str, Any]) if raw else None
+
+    async def policies_naming(self, type_name: str) -> list[str]:
+        members = await self._r.smembers(keys.policy_by_type(type_name))
+        return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
+
+    async def sources(self) -> dict[str, CompiledSource]:
+        rows: dict[bytes, bytes] = await self._r.hgetall(keys.SOURCES)  # type: ignore[assignment]
+        return {k.decode(): decode_source(v) for k, v in rows.items()}
+
+    async def source_type(self, key: str) -> str | None:
+        raw = await self._r.hget(keys.SOURCE_OBJECTS, key)
+        return raw.decode() if isinstance(raw, bytes) else None
 
     async def cluster(self, name: str) -> dict[str, str] | None:
         raw = await self._r.hget(keys.CLUSTERS, name)
@@ -91,7 +113,11 @@ class Transaction:
         self.affected = Affected()
 
     def put_policy(
-        self, key: str, previous: CompiledPolicy | None, new: CompiledPolicy | None
+        self,
+        key: str,
+        previous: CompiledPolicy | None,
+        new: CompiledPolicy | None,
+        obj: dict[str, Any] | None,
     ) -> None:
         old_idx, new_idx = _index_keys(previous), _index_keys(new)
         for index_key in old_idx - new_idx:
@@ -102,6 +128,20 @@ class Transaction:
             self._pipe.hdel(keys.POLICIES, key)
         else:
             self._pipe.hset(keys.POLICIES, key, encode_policy(new))
+        if obj is None:
+            self._pipe.hdel(keys.POLICY_OBJECTS, key)
+        else:
+            self._pipe.hset(keys.POLICY_OBJECTS, key, _json.encode(obj))
+
+    def put_source(self, key: str, previous_type: str | None, new: CompiledSource | None
+                   ) -> None:
+        if previous_type is not None and (new is None or new.type_name != previous_type):
+            self._pipe.hdel(keys.SOURCES, previous_type)
+        if new is None:
+            self._pipe.hdel(keys.SOURCE_OBJECTS, key)
+        else:
+            self._pipe.hset(keys.SOURCES, new.type_name, _policy_encoder.encode(new))
+            self._pipe.hset(keys.SOURCE_OBJECTS, key, new.type_name)
 
     def put_cluster(self, name: str, labels: dict[str, str] | None) -> None:
         if labels is None:
@@ -128,4 +168,5 @@ def _index_keys(policy: CompiledPolicy | None) -> set[str]:
         {keys.policy_by_user(u) for u in policy.users}
         | {keys.policy_by_sa(sa) for sa in policy.service_accounts}
         | {keys.policy_by_group(g) for g in policy.groups}
+        | {keys.policy_by_type(t) for t in policy.custom_types}
     )

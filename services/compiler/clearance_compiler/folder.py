@@ -16,6 +16,8 @@ from nats.aio.client import Client
 from clearance_core.errors import InvalidObject
 from clearance_core.fold import fold_cluster, fold_group, fold_policy, policy_state
 from clearance_core.kinds import ObjectRef, ref_of
+from clearance_core.metricsource import CompiledSource, compile_source, missing_sources
+from clearance_core.policy import CompiledPolicy
 from clearance_core.wire import Event
 from clearance_runtime import logs, metrics
 from clearance_runtime.state import StateStore
@@ -29,6 +31,7 @@ class PolicyStatus(msgspec.Struct, kw_only=True):
     state: str
     message: str
     revision: int
+    warnings: list[str] = []
     conditions: list[dict[str, str]] = []
 
 
@@ -53,23 +56,9 @@ class Folder:
 
     async def _fold(self, seq: int, event_type: str, obj: dict[str, Any], ref: ObjectRef) -> str:
         if ref.kind == "monitoraccesspolicy":
-            key = f"{ref.namespace}/{ref.name}"
-            previous = await self._store.policy(key)
-            policy, affected = fold_policy(event_type, obj, previous)
-            async with self._store.transaction(seq) as tx:
-                tx.put_policy(key, previous, policy)
-                tx.affected = affected
-            if policy is None:
-                await self._publish_status(ref, PolicyStatus(state="Deleted", message="deleted",
-                                                             revision=seq))
-                return "deleted"
-            state, message = policy_state(policy, time.time())
-            await self._publish_status(ref, PolicyStatus(state=state, message=message,
-                                                         revision=seq))
-            if not policy.valid:
-                log.warning("policy_invalid", policy=key, seq=seq, error=policy.error)
-                return "invalid"
-            return "compiled"
+            return await self._fold_policy(seq, event_type, obj, ref)
+        if ref.kind == "metricsource":
+            return await self._fold_source(seq, event_type, obj, ref)
         if ref.kind == "managedcluster":
             previous_labels = await self._store.cluster(ref.name)
             try:
@@ -97,6 +86,81 @@ class Folder:
         async with self._store.transaction(seq):
             pass
         return "ignored"
+
+    async def _fold_policy(
+        self, seq: int, event_type: str, obj: dict[str, Any], ref: ObjectRef
+    ) -> str:
+        key = f"{ref.namespace}/{ref.name}"
+        previous = await self._store.policy(key)
+        sources = await self._store.sources()
+        policy, affected = fold_policy(event_type, obj, previous, sources)
+        async with self._store.transaction(seq) as tx:
+            tx.put_policy(key, previous, policy, None if policy is None else obj)
+            tx.affected = affected
+        await self._report(ref, policy, sources, seq)
+        if policy is None:
+            return "deleted"
+        return "compiled" if policy.valid else "invalid"
+
+    async def _fold_source(
+        self, seq: int, event_type: str, obj: dict[str, Any], ref: ObjectRef
+    ) -> str:
+        """A MetricSource change re-checks every policy naming its type(s) in the same
+        transaction: a field filter can become valid or invalid with it."""
+        key = f"{ref.namespace}/{ref.name}"
+        previous_type = await self._store.source_type(key)
+        source: CompiledSource | None = None
+        outcome = "deleted"
+        if event_type != "DELETED":
+            try:
+                source = compile_source(obj)
+                outcome = "compiled"
+            except InvalidObject as exc:
+                log.warning("metricsource_invalid", metricsource=key, error=exc.message)
+                outcome = "invalid"
+        sources = await self._store.sources()
+        if previous_type is not None:
+            sources.pop(previous_type, None)
+        if source is not None:
+            sources[source.type_name] = source
+        types = {t for t in (previous_type, source and source.type_name) if t}
+        rechecked: list[tuple[ObjectRef, CompiledPolicy | None]] = []
+        async with self._store.transaction(seq) as tx:
+            tx.put_source(key, previous_type, source)
+            for type_name in sorted(types):
+                for pkey in await self._store.policies_naming(type_name):
+                    raw = await self._store.policy_object(pkey)
+                    before = await self._store.policy(pkey)
+                    if raw is None:
+                        continue
+                    after, affected = fold_policy("MODIFIED", raw, before, sources)
+                    if after != before:
+                        tx.put_policy(pkey, before, after, raw)
+                        tx.affected.users |= affected.users
+                        tx.affected.groups |= affected.groups
+                        rechecked.append((ref_of(raw), after))
+        for policy_ref, policy in rechecked:
+            await self._report(policy_ref, policy, sources, seq)
+        return outcome
+
+    async def _report(
+        self,
+        ref: ObjectRef,
+        policy: CompiledPolicy | None,
+        sources: dict[str, CompiledSource],
+        seq: int,
+    ) -> None:
+        if policy is None:
+            await self._publish_status(ref, PolicyStatus(state="Deleted", message="deleted",
+                                                         revision=seq))
+            return
+        state, message = policy_state(policy, time.time())
+        warnings = [f"custom type {t!r} has no MetricSource"
+                    for t in missing_sources(policy, sources)]
+        await self._publish_status(ref, PolicyStatus(state=state, message=message,
+                                                     revision=seq, warnings=warnings))
+        if not policy.valid:
+            log.warning("policy_invalid", policy=policy.key, seq=seq, error=policy.error)
 
     async def _publish_status(self, ref: ObjectRef, status: PolicyStatus) -> None:
         subject = f"clearance.status.{ref.kind}.{ref.namespace or '_'}.{ref.name}"

@@ -19,6 +19,9 @@ from clearance_core.wire import (
     SUBJECT_BATCH,
     SUBJECT_CACHE_CLEAR,
     SUBJECT_CHECK,
+    SUBJECT_CUSTOM_TYPES,
+    SUBJECT_FILTER,
+    SUBJECT_METRICS,
     SUBJECT_PERMISSIONS,
     SUBJECT_POLICIES,
     SUBJECT_STATUS,
@@ -30,6 +33,12 @@ from clearance_core.wire import (
     CacheStatus,
     CheckRequest,
     CheckResult,
+    CustomTypesReply,
+    CustomTypesRequest,
+    FilterReply,
+    FilterRequest,
+    MetricsReply,
+    MetricsRequest,
     PermissionsReply,
     PoliciesReply,
     PrincipalRequest,
@@ -40,6 +49,7 @@ from clearance_core.wire import (
 )
 from clearance_decision import views
 from clearance_decision.decider import Decider
+from clearance_decision.lists import Lists
 from clearance_runtime import health, keys, logs
 from clearance_runtime.cache import DecisionCache
 from clearance_runtime.responder import Handler, Responder, decode_request
@@ -55,6 +65,16 @@ _batch = msgspec.json.Decoder(BatchRequest)
 _status = msgspec.json.Decoder(StatusRequest)
 _principal_request = msgspec.json.Decoder(PrincipalRequest)
 _cache_clear = msgspec.json.Decoder(CacheClearRequest)
+_filter = msgspec.json.Decoder(FilterRequest)
+_metrics = msgspec.json.Decoder(MetricsRequest)
+_custom_types = msgspec.json.Decoder(CustomTypesRequest)
+
+
+def _with_id(reply: FilterReply | MetricsReply | CustomTypesReply, request_id: str | None
+             ) -> bytes:
+    if request_id is not None:
+        reply.request_id = request_id
+    return _encode(reply)
 
 
 def _guarded(handler: Handler) -> Handler:
@@ -76,6 +96,7 @@ class DecisionService:
         self._cache = DecisionCache(redis, ttl_seconds=settings.decision_cache_ttl)
         self._reader = SnapshotReader(redis)
         self._decider = Decider(self._reader, self._cache)
+        self._lists = Lists(redis, self._reader)
         self._responder = Responder(nc, queue=QUEUE)
         self._revision = 0
 
@@ -145,7 +166,7 @@ class DecisionService:
         request = decode_request(_principal_request, body)
         await self._await_revision(request)
         snapshot, identity = await views.principal_snapshot(
-            self._reader, request.principal, all_clusters=True)
+            self._reader, request.principal, clusters=None)
         reply = PermissionsReply(clusters=views.permissions(snapshot, identity),
                                  revision=snapshot.revision)
         if request.request_id is not None:
@@ -156,7 +177,7 @@ class DecisionService:
         request = decode_request(_principal_request, body)
         await self._await_revision(request)
         snapshot, identity = await views.principal_snapshot(
-            self._reader, request.principal, all_clusters=False)
+            self._reader, request.principal, clusters=[])
         reply = PoliciesReply(policies=views.policies(snapshot, identity),
                               revision=snapshot.revision)
         if request.request_id is not None:
@@ -173,6 +194,21 @@ class DecisionService:
             reply.request_id = request.request_id
         return _encode(reply)
 
+    async def filter(self, body: bytes) -> bytes:
+        request = decode_request(_filter, body)
+        await self._await_revision(request)
+        return _with_id(await self._lists.filter(request), request.request_id)
+
+    async def metrics(self, body: bytes) -> bytes:
+        request = decode_request(_metrics, body)
+        await self._await_revision(request)
+        return _with_id(await self._lists.metrics(request), request.request_id)
+
+    async def custom_types(self, body: bytes) -> bytes:
+        request = decode_request(_custom_types, body)
+        await self._await_revision(request)
+        return _with_id(await self._lists.custom_types(request), request.request_id)
+
     async def flush_stats(self) -> None:
         hits, misses = self._cache.hits, self._cache.misses
         if hits or misses:
@@ -184,6 +220,9 @@ class DecisionService:
         await self._responder.serve(SUBJECT_CHECK, _guarded(self.check))
         await self._responder.serve(SUBJECT_BATCH, _guarded(self.batch))
         handlers = {
+            SUBJECT_FILTER: self.filter,
+            SUBJECT_METRICS: self.metrics,
+            SUBJECT_CUSTOM_TYPES: self.custom_types,
             SUBJECT_STATUS: self.status,
             SUBJECT_PERMISSIONS: self.permissions,
             SUBJECT_POLICIES: self.policies,

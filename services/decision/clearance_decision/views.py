@@ -8,6 +8,7 @@ with ``clearance.v1.check``.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from clearance_core.evaluate import candidates, evaluate_cluster, matched_by, skip_reason
 from clearance_core.principal import Identity, identity_of, service_account_groups
@@ -19,14 +20,15 @@ ACTIONS = ("view", "view_metrics")
 
 
 async def principal_snapshot(
-    reader: SnapshotReader, principal: Principal, *, all_clusters: bool
+    reader: SnapshotReader, principal: Principal, *, clusters: Sequence[str] | None
 ) -> tuple[Snapshot, Identity]:
+    """``clusters=None``: the whole inventory."""
     check_principal(principal)
     snapshot = await reader.read(
         username=principal.username,
         email=principal.email,
         groups=[*principal.groups, *service_account_groups(principal.username)],
-        clusters=None if all_clusters else [],
+        clusters=clusters,
     )
     return snapshot, identity_of(principal, snapshot.member_of)
 

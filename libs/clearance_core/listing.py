@@ -1,0 +1,90 @@
+"""Lists, aggregations and cluster metrics as one principal may see them (CONTRACT 3-4).
+
+Everything a reply counts is derived from the visible items only — totals of what is
+visible, aggregations recomputed over the visible items, cluster metrics summed over the
+visible namespaces and nodes — so nothing hidden leaks through a number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from clearance_core.aggregate import compute, select
+from clearance_core.filters import BUILTIN_TYPES, Item, RuleView
+from clearance_core.metricsource import CompiledSource
+from clearance_core.resources import plural
+from clearance_core.wire import ListItem, NamespaceMetrics, NodeMetrics
+
+
+def visible_items(view: RuleView, type_name: str, items: Sequence[ListItem]) -> list[ListItem]:
+    """The visible items as given, in input order."""
+    converted = [
+        Item(name=i.name, namespace=i.namespace, labels=i.labels, fields=i.fields,
+             namespaces=i.namespaces)
+        for i in items
+    ]
+    kept = {id(item) for item in view.filter_items(type_name, converted)}
+    return [given for given, item in zip(items, converted, strict=True) if id(item) in kept]
+
+
+def aggregations(
+    view: RuleView,
+    type_name: str,
+    visible: Sequence[ListItem],
+    *,
+    source: CompiledSource | None,
+    given: dict[str, Any] | None,
+    metrics_allowed: bool,
+) -> dict[str, Any] | None:
+    """Custom-type aggregations: null without ``view_metrics`` (or for built-in types, or
+    with no MetricSource to say what they are); recomputed from the visible items when the
+    MetricSource says so (the default), else the caller's values; then the policy's
+    include/exclude (exclude wins)."""
+    kind = plural(type_name)
+    if not metrics_allowed or kind in BUILTIN_TYPES or source is None:
+        return None
+    if source.filter_aggregations:
+        values = compute(source.aggregations, [dict(item.fields) for item in visible])
+    else:
+        declared = {agg.name for agg in source.aggregations}
+        values = {k: v for k, v in (given or {}).items() if k in declared}
+    flt = view.filter_for(kind)
+    if flt is None:
+        return values
+    return select(values, flt.aggregations_include, flt.aggregations_exclude)
+
+
+def cluster_metrics(
+    view: RuleView, namespaces: Sequence[NamespaceMetrics], nodes: Sequence[NodeMetrics]
+) -> tuple[dict[str, float], bool]:
+    """(metrics over the visible namespaces and nodes, whether anything was hidden)."""
+    shown_ns = [
+        ns for ns in namespaces
+        if view.item_visible("namespaces", Item(name=ns.name, labels=ns.labels))[0]
+    ]
+    shown_nodes = [
+        node for node in nodes
+        if view.item_visible("nodes", Item(name=node.name, labels=node.labels))[0]
+    ]
+    metrics: dict[str, float] = {
+        "namespaces": len(shown_ns),
+        "pods": sum(ns.pods for ns in shown_ns),
+        "pods_running": sum(ns.pods_running for ns in shown_ns),
+        "deployments": sum(ns.deployments for ns in shown_ns),
+        "services": sum(ns.services for ns in shown_ns),
+        "nodes": len(shown_nodes),
+        "nodes_ready": sum(1 for node in shown_nodes if node.ready),
+        "cpu_capacity": sum(node.cpu_capacity for node in shown_nodes),
+        "memory_capacity": sum(node.memory_capacity for node in shown_nodes),
+    }
+    filtered = len(shown_ns) < len(namespaces) or len(shown_nodes) < len(nodes)
+    return metrics, filtered
+
+
+def custom_types_in(view: RuleView) -> set[str]:
+    """Custom types the rule lists with a visibility other than none."""
+    return {
+        kind for kind, raw in view.filters_map().items()
+        if kind not in BUILTIN_TYPES and raw.get("visibility", "all") != "none"
+    }
