@@ -26,6 +26,7 @@ Choices the contract leaves open, made fail-closed:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
@@ -209,22 +210,36 @@ HiddenTest = Callable[[Item], str | None]
 
 
 def _value_test(dimension: Dimension) -> ValueTest:
-    allowed_literals = dimension.allowed.literals
-    allowed_regex = dimension.allowed.regex
-    allowed_match = compiled(allowed_regex).fullmatch if allowed_regex is not None else None
-    denied_literals = dimension.denied.literals
-    denied_regex = dimension.denied.regex
-    denied_match = compiled(denied_regex).fullmatch if denied_regex is not None else None
-    has_allowed = bool(dimension.allowed)
+    allowed, denied = dimension.allowed, dimension.denied
+    has_allowed = bool(allowed)
+    allowed_literals, denied_literals = allowed.literals, denied.literals
+    if allowed.regex is None and denied.regex is None:
+        # Literals only: set lookups.
+        def literal_passes(value: str | None) -> bool:
+            if value is None:  # absent: matches neither list
+                return not has_allowed
+            if value in denied_literals:
+                return False
+            return not has_allowed or value in allowed_literals
+
+        return literal_passes
+    # Wildcards: one regex per value, "not fully denied, and allowed" folded into a single
+    # pattern with a negative lookahead, so denied-wins costs no second regex call.
+    allow_parts = [re.escape(v) for v in sorted(allowed_literals)]
+    if allowed.regex is not None:
+        allow_parts.append(allowed.regex)
+    deny_parts = [re.escape(v) for v in sorted(denied_literals)]
+    if denied.regex is not None:
+        deny_parts.append(denied.regex)
+    allow = "|".join(allow_parts) if has_allowed else ".*"
+    source = f"(?s)(?!(?:{'|'.join(deny_parts)})\\Z)(?:{allow})" if deny_parts else \
+        f"(?s)(?:{allow})"
+    match = compiled(source).fullmatch
 
     def passes(value: str | None) -> bool:
-        if value is None:  # absent: matches neither list
+        if value is None:
             return not has_allowed
-        if value in denied_literals or (denied_match is not None and denied_match(value)):
-            return False
-        if not has_allowed or value in allowed_literals:
-            return True
-        return allowed_match is not None and allowed_match(value) is not None
+        return match(value) is not None
 
     return passes
 
@@ -399,13 +414,25 @@ class RuleView:
             return []
         if decision == "allow":
             return list(items)
-        # ``item_visible`` inlined: the type is resolved once, not per item.
+        # ``item_visible`` inlined: the type is resolved once, not per item, and the
+        # namespace rule is decided once per distinct namespace (they repeat a lot).
         kind = plural(type_name)
         hidden = self._hidden.get(kind)
-        namespace_rule = self._namespace_rule if (
-            kind in NAMESPACED_TYPES and self._ns_names is not None) else None
-        return [
-            item for item in items
-            if (hidden is None or hidden(item) is None)
-            and (namespace_rule is None or namespace_rule(kind, item))
-        ]
+        if kind not in NAMESPACED_TYPES or self._ns_names is None:
+            if hidden is None:
+                return list(items)
+            return [item for item in items if hidden(item) is None]
+        verdicts: dict[str | None, bool] = {}
+        rule = self._namespace_rule
+
+        def namespace_ok(item: Item) -> bool:
+            if kind == "operators" and item.namespaces:
+                return rule(kind, item)
+            verdict = verdicts.get(item.namespace)
+            if verdict is None:
+                verdict = verdicts[item.namespace] = rule(kind, item)
+            return verdict
+
+        if hidden is None:
+            return [item for item in items if namespace_ok(item)]
+        return [item for item in items if namespace_ok(item) and hidden(item) is None]

@@ -8,7 +8,7 @@ visible namespaces and nodes — so nothing hidden leaks through a number.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from clearance_core.aggregate import compute, select
 from clearance_core.filters import BUILTIN_TYPES, Item, RuleView
@@ -18,14 +18,12 @@ from clearance_core.wire import ListItem, NamespaceMetrics, NodeMetrics
 
 
 def visible_items(view: RuleView, type_name: str, items: Sequence[ListItem]) -> list[ListItem]:
-    """The visible items as given, in input order."""
-    converted = [
-        Item(name=i.name, namespace=i.namespace, labels=i.labels, fields=i.fields,
-             namespaces=i.namespaces)
-        for i in items
-    ]
-    kept = {id(item) for item in view.filter_items(type_name, converted)}
-    return [given for given, item in zip(items, converted, strict=True) if id(item) in kept]
+    """The visible items as given, in input order.
+
+    A ``ListItem`` has exactly the attributes the matchers read from an ``Item`` (name,
+    namespace, labels, fields, namespaces), so the wire objects are filtered as they are:
+    converting 100,000 items first cost more than filtering them."""
+    return cast("list[ListItem]", view.filter_items(type_name, cast("list[Item]", items)))
 
 
 def aggregations(
