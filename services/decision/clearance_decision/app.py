@@ -7,13 +7,15 @@ Runs any number of replicas: every subject is served in the queue group
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import msgspec
 import redis.asyncio as aioredis
 import redis.exceptions
 from nats.aio.client import Client
 
-from clearance_core.errors import BadRequest, Unavailable
+from clearance_core.errors import BadRequest, RequestError, Unavailable
 from clearance_core.resources import principal_digest
 from clearance_core.wire import (
     SUBJECT_BATCH,
@@ -52,11 +54,18 @@ from clearance_decision.decider import Decider
 from clearance_decision.lists import Lists
 from clearance_runtime import health, keys, logs
 from clearance_runtime.cache import DecisionCache
-from clearance_runtime.responder import Handler, Responder, decode_request
+from clearance_runtime.responder import (
+    Responder,
+    decode_request,
+    error_reply,
+    request_id_of,
+)
 from clearance_runtime.settings import Settings
 from clearance_runtime.snapshot import SnapshotReader
 
 log = logs.get(__name__)
+In = TypeVar("In")
+Out = TypeVar("Out")
 QUEUE = "clearance-decision"
 MAX_BATCH = 10000
 _encode = msgspec.json.Encoder().encode
@@ -77,10 +86,10 @@ def _with_id(reply: FilterReply | MetricsReply | CustomTypesReply, request_id: s
     return _encode(reply)
 
 
-def _guarded(handler: Handler) -> Handler:
+def _guarded(handler: Callable[[In], Awaitable[Out]]) -> Callable[[In], Awaitable[Out]]:
     """Redis unreachable -> ``unavailable`` (the caller may retry); never an allow."""
 
-    async def guarded(body: bytes) -> bytes:
+    async def guarded(body: In) -> Out:
         try:
             return await handler(body)
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
@@ -120,6 +129,45 @@ class DecisionService:
         if request.request_id is not None:
             result.request_id = request.request_id
         return _encode(result)
+
+    async def check_many(self, bodies: list[bytes]) -> list[bytes]:
+        """The hot path: cache hits of many concurrent checks answered with one MGET; the
+        rest (misses, ``min_revision``, bad requests) go through :meth:`check` one by
+        one, concurrently."""
+        replies: list[bytes | None] = [None] * len(bodies)
+        fast: list[tuple[int, CheckRequest, str]] = []
+        if self._cache.enabled:
+            for index, body in enumerate(bodies):
+                try:
+                    request = decode_request(_check, body)
+                    if request.min_revision is None:
+                        fast.append((index, request, self._decider.cache_key(
+                            request.principal,
+                            BatchItem(action=request.action, resource=request.resource))))
+                except RequestError:
+                    pass  # answered with its error by the slow path
+        if fast:
+            revision, blobs = await self._cache.lookup([key for _, _, key in fast])
+            for (index, request, _), blob in zip(fast, blobs, strict=True):
+                if blob is None:
+                    continue
+                result = self._decider.cached(blob, explain=request.explain)
+                result.revision = revision
+                if request.request_id is not None:
+                    result.request_id = request.request_id
+                replies[index] = _encode(result)
+        slow = [i for i, reply in enumerate(replies) if reply is None]
+        if slow:
+            answers = await asyncio.gather(*(self._one(bodies[i]) for i in slow))
+            for index, answer in zip(slow, answers, strict=True):
+                replies[index] = answer
+        return [reply for reply in replies if reply is not None]
+
+    async def _one(self, body: bytes) -> bytes:
+        try:
+            return await _guarded(self.check)(body)
+        except RequestError as exc:
+            return error_reply(exc, request_id_of(body))
 
     async def batch(self, body: bytes) -> bytes:
         request = decode_request(_batch, body)
@@ -217,7 +265,7 @@ class DecisionService:
             await self._r.hincrby(keys.STATS, "misses", misses)
 
     async def run(self) -> None:
-        await self._responder.serve(SUBJECT_CHECK, _guarded(self.check))
+        await self._responder.serve_many(SUBJECT_CHECK, _guarded(self.check_many))
         await self._responder.serve(SUBJECT_BATCH, _guarded(self.batch))
         handlers = {
             SUBJECT_FILTER: self.filter,

@@ -50,6 +50,24 @@ class Decider:
         self._reader = reader
         self._cache = cache
 
+    def cache_key(self, principal: Principal, check: BatchItem) -> str:
+        """The cache key of one check (BadRequest for an unusable principal or resource)."""
+        check_principal(principal)
+        return keys.cache_entry(decision_digest(
+            principal_digest(principal), check.action, check.resource,
+            cluster_of(check.resource)))
+
+    def cached(self, blob: bytes, *, explain: bool) -> CheckResult:
+        """A cache hit as a reply, counted."""
+        result = _decode_result(blob)
+        result.cached = True
+        if not explain:
+            result.trace = msgspec.UNSET
+        self._cache.hits += 1
+        metrics.BOUND.cache_hit.inc()
+        metrics.BOUND.decision("check", result.decision).inc()
+        return result
+
     async def decide(
         self, principal: Principal, checks: Sequence[BatchItem], *, explain: bool
     ) -> tuple[int, list[CheckResult]]:
