@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import msgspec
 import redis.asyncio as aioredis
@@ -35,11 +35,8 @@ from clearance_core.wire import (
     CacheStatus,
     CheckRequest,
     CheckResult,
-    CustomTypesReply,
     CustomTypesRequest,
-    FilterReply,
     FilterRequest,
-    MetricsReply,
     MetricsRequest,
     PermissionsReply,
     PoliciesReply,
@@ -65,6 +62,7 @@ from clearance_runtime.snapshot import SnapshotReader
 
 log = logs.get(__name__)
 In = TypeVar("In")
+Req = TypeVar("Req", bound=RequestBase)
 Out = TypeVar("Out")
 QUEUE = "clearance-decision"
 MAX_BATCH = 10000
@@ -79,8 +77,12 @@ _metrics = msgspec.json.Decoder(MetricsRequest)
 _custom_types = msgspec.json.Decoder(CustomTypesRequest)
 
 
-def _with_id(reply: FilterReply | MetricsReply | CustomTypesReply, request_id: str | None
-             ) -> bytes:
+class _Reply(Protocol):
+    request_id: str | msgspec.UnsetType | None
+
+
+def _with_id(reply: _Reply, request_id: str | None) -> bytes:
+    """Encode a successful reply, echoing the request id (CONTRACT section 0)."""
     if request_id is not None:
         reply.request_id = request_id
     return _encode(reply)
@@ -109,6 +111,12 @@ class DecisionService:
         self._responder = Responder(nc, queue=QUEUE)
         self._revision = 0
 
+    async def _read(self, decoder: msgspec.json.Decoder[Req], body: bytes) -> Req:
+        """Decode a request (``bad_request`` on any problem) and honour its min_revision."""
+        request = decode_request(decoder, body)
+        await self._await_revision(request)
+        return request
+
     async def _await_revision(self, request: RequestBase) -> None:
         # Always asked of Redis (one GET): a flushed store being rebuilt must not be
         # mistaken for one that already reached the revision.
@@ -117,8 +125,7 @@ class DecisionService:
                                                    request.timeout_ms)
 
     async def check(self, body: bytes) -> bytes:
-        request = decode_request(_check, body)
-        await self._await_revision(request)
+        request = await self._read(_check, body)
         revision, (result,) = await self._decider.decide(
             request.principal,
             [BatchItem(action=request.action, resource=request.resource)],
@@ -126,9 +133,7 @@ class DecisionService:
         )
         self._revision = max(self._revision, revision)
         result.revision = revision
-        if request.request_id is not None:
-            result.request_id = request.request_id
-        return _encode(result)
+        return _with_id(result, request.request_id)
 
     async def check_many(self, bodies: list[bytes]) -> list[bytes]:
         """The hot path: cache hits of many concurrent checks answered with one MGET; the
@@ -183,13 +188,10 @@ class DecisionService:
         else:
             revision = await health.revision(self._r)
         reply = BatchReply(results=results, revision=revision)
-        if request.request_id is not None:
-            reply.request_id = request.request_id
-        return _encode(reply)
+        return _with_id(reply, request.request_id)
 
     async def status(self, body: bytes) -> bytes:
-        request = decode_request(_status, body)
-        await self._await_revision(request)
+        request = await self._read(_status, body)
         await self.flush_stats()
         async with self._r.pipeline(transaction=False) as pipe:
             pipe.get(keys.INVALIDATED_REV)
@@ -206,55 +208,41 @@ class DecisionService:
             cache=CacheStatus(entries=await self._cache.entries(), hits=int(hits or 0),
                               misses=int(misses or 0)),
         )
-        if request.request_id is not None:
-            reply.request_id = request.request_id
-        return _encode(reply)
+        return _with_id(reply, request.request_id)
 
     async def permissions(self, body: bytes) -> bytes:
-        request = decode_request(_principal_request, body)
-        await self._await_revision(request)
+        request = await self._read(_principal_request, body)
         snapshot, identity = await views.principal_snapshot(
             self._reader, request.principal, clusters=None)
         reply = PermissionsReply(clusters=views.permissions(snapshot, identity),
                                  revision=snapshot.revision)
-        if request.request_id is not None:
-            reply.request_id = request.request_id
-        return _encode(reply)
+        return _with_id(reply, request.request_id)
 
     async def policies(self, body: bytes) -> bytes:
-        request = decode_request(_principal_request, body)
-        await self._await_revision(request)
+        request = await self._read(_principal_request, body)
         snapshot, identity = await views.principal_snapshot(
             self._reader, request.principal, clusters=[])
         reply = PoliciesReply(policies=views.policies(snapshot, identity),
                               revision=snapshot.revision)
-        if request.request_id is not None:
-            reply.request_id = request.request_id
-        return _encode(reply)
+        return _with_id(reply, request.request_id)
 
     async def cache_clear(self, body: bytes) -> bytes:
-        request = decode_request(_cache_clear, body)
-        await self._await_revision(request)
+        request = await self._read(_cache_clear, body)
         digest = None if request.principal is None else principal_digest(request.principal)
         cleared = await self._cache.clear(digest)
         reply = CacheClearReply(cleared=cleared, revision=await health.revision(self._r))
-        if request.request_id is not None:
-            reply.request_id = request.request_id
-        return _encode(reply)
+        return _with_id(reply, request.request_id)
 
     async def filter(self, body: bytes) -> bytes:
-        request = decode_request(_filter, body)
-        await self._await_revision(request)
+        request = await self._read(_filter, body)
         return _with_id(await self._lists.filter(request), request.request_id)
 
     async def metrics(self, body: bytes) -> bytes:
-        request = decode_request(_metrics, body)
-        await self._await_revision(request)
+        request = await self._read(_metrics, body)
         return _with_id(await self._lists.metrics(request), request.request_id)
 
     async def custom_types(self, body: bytes) -> bytes:
-        request = decode_request(_custom_types, body)
-        await self._await_revision(request)
+        request = await self._read(_custom_types, body)
         return _with_id(await self._lists.custom_types(request), request.request_id)
 
     async def flush_stats(self) -> None:
