@@ -196,6 +196,81 @@ class CustomTypesReply(msgspec.Struct, kw_only=True):
     request_id: str | msgspec.UnsetType | None = msgspec.UNSET
 
 
+class ResourceAttributes(msgspec.Struct, kw_only=True, rename="camel"):
+    namespace: str = ""
+    verb: str = ""
+    group: str = ""
+    version: str = ""
+    resource: str = ""
+    subresource: str = ""
+    name: str = ""
+
+
+class NonResourceAttributes(msgspec.Struct, kw_only=True):
+    path: str = ""
+    verb: str = ""
+
+
+class SubjectAccessReviewSpec(msgspec.Struct, kw_only=True, rename="camel"):
+    resource_attributes: ResourceAttributes | None = None
+    non_resource_attributes: NonResourceAttributes | None = None
+    user: str = ""
+    groups: list[str] = []
+    uid: str = ""
+    extra: dict[str, list[str]] = {}
+
+
+class SubjectAccessReview(RequestBase, kw_only=True, rename={"api_version": "apiVersion"}):
+    """``clearance.v1.review.subject``: what a Kubernetes client sends to an API server."""
+
+    api_version: str = "authorization.k8s.io/v1"
+    kind: str = "SubjectAccessReview"
+    spec: SubjectAccessReviewSpec
+
+
+class RulesReviewSpec(msgspec.Struct, kw_only=True):
+    namespace: str = ""
+
+
+class RulesReviewRequest(RequestBase, kw_only=True):
+    """``clearance.v1.review.rules`` (SelfSubjectRulesReview shape, for any subject)."""
+
+    spec: RulesReviewSpec = msgspec.field(default_factory=RulesReviewSpec)
+    user: str
+    groups: list[str] = []
+
+
+class RulesReviewStatus(msgspec.Struct, kw_only=True, rename="camel"):
+    resource_rules: list[dict[str, Any]]
+    non_resource_rules: list[dict[str, Any]]
+    incomplete: bool = False
+    evaluation_error: str | msgspec.UnsetType = msgspec.UNSET
+
+
+class RulesReviewReply(msgspec.Struct, kw_only=True):
+    status: RulesReviewStatus
+    revision: int
+    request_id: str | None | msgspec.UnsetType = msgspec.UNSET
+
+
+class ResourceReviewRequest(RequestBase, kw_only=True):
+    """``clearance.v1.review.resource``: who can (ResourceAccessReview)."""
+
+    verb: str
+    resource: str
+    group: str = ""
+    namespace: str = ""
+    name: str = ""
+    subresource: str = ""
+
+
+class ResourceReviewReply(msgspec.Struct, kw_only=True):
+    users: list[str]
+    groups: list[str]
+    revision: int
+    request_id: str | None | msgspec.UnsetType = msgspec.UNSET
+
+
 class TraceStep(msgspec.Struct, kw_only=True, omit_defaults=True):
     """One candidate policy in an explanation, in evaluation order.
 
@@ -297,6 +372,9 @@ SUBJECT_STATUS = "clearance.v1.status"
 SUBJECT_FILTER = "clearance.v1.filter"
 SUBJECT_METRICS = "clearance.v1.metrics"
 SUBJECT_CUSTOM_TYPES = "clearance.v1.custom-types"
+SUBJECT_REVIEW_SUBJECT = "clearance.v1.review.subject"
+SUBJECT_REVIEW_RULES = "clearance.v1.review.rules"
+SUBJECT_REVIEW_RESOURCE = "clearance.v1.review.resource"
 SUBJECT_PERMISSIONS = "clearance.v1.permissions"
 SUBJECT_POLICIES = "clearance.v1.policies"
 SUBJECT_CACHE_CLEAR = "clearance.v1.cache.clear"

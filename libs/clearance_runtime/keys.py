@@ -15,6 +15,8 @@ Compiled state (written only by the compiler, in one MULTI per event):
     clr:ms                  HASH  custom type -> msgpack CompiledSource (MetricSource)
     clr:msobj               HASH  MetricSource "ns/name" -> the type it declares
     clr:mc                  HASH  cluster -> JSON labels (the ManagedCluster inventory)
+    clr:rbac                HASH  "kind/ns/name" -> JSON Role, ClusterRole or binding
+    clr:rbac:rev            revision of the last RBAC change (readers rebuild on change)
     clr:grp                 HASH  group -> JSON sorted users
     clr:memb:<user>         SET   groups listing the user (or email)
     clr:changes             STREAM one record per event, id "<rev>-0", for the invalidator
@@ -38,6 +40,8 @@ REV = "clr:rev"
 POLICIES = "clr:pol"
 CLUSTERS = "clr:mc"
 POLICY_OBJECTS = "clr:polraw"
+RBAC = "clr:rbac"
+RBAC_REV = "clr:rbac:rev"
 SOURCES = "clr:ms"
 SOURCE_OBJECTS = "clr:msobj"
 GROUPS = "clr:grp"

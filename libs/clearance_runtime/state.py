@@ -78,6 +78,14 @@ class StateStore:
         raw = await self._r.hget(keys.SOURCE_OBJECTS, key)
         return raw.decode() if isinstance(raw, bytes) else None
 
+    async def rbac_objects(self) -> list[dict[str, Any]]:
+        rows: dict[bytes, bytes] = await self._r.hgetall(keys.RBAC)  # type: ignore[assignment]
+        return [msgspec.json.decode(v, type=dict[str, Any]) for v in rows.values()]
+
+    async def rbac_object(self, key: str) -> dict[str, Any] | None:
+        raw = await self._r.hget(keys.RBAC, key)
+        return msgspec.json.decode(raw, type=dict[str, Any]) if raw else None
+
     async def cluster(self, name: str) -> dict[str, str] | None:
         raw = await self._r.hget(keys.CLUSTERS, name)
         return msgspec.json.decode(raw, type=dict[str, str]) if raw else None
@@ -148,6 +156,15 @@ class Transaction:
             self._pipe.hdel(keys.CLUSTERS, name)
         else:
             self._pipe.hset(keys.CLUSTERS, name, _json.encode(labels))
+
+    def put_rbac(self, seq: int, key: str, obj: dict[str, Any] | None) -> None:
+        """Roles, ClusterRoles and bindings are kept as served; readers build their index
+        from them when ``clr:rbac:rev`` moves."""
+        if obj is None:
+            self._pipe.hdel(keys.RBAC, key)
+        else:
+            self._pipe.hset(keys.RBAC, key, _json.encode(obj))
+        self._pipe.set(keys.RBAC_REV, seq)
 
     def put_group(self, name: str, previous: list[str] | None, users: list[str] | None) -> None:
         old, new = set(previous or ()), set(users or ())

@@ -24,8 +24,63 @@ def nats_url() -> str:
     return "nats://127.0.0.1:4222"
 
 
+def resource_parts(text: str) -> tuple[str, str, str]:
+    """kubectl's RESOURCE syntax: ``pods``, ``pods/log``, ``deployments.apps`` ->
+    (resource, subresource, group)."""
+    resource, _, subresource = text.partition("/")
+    resource, _, group = resource.partition(".")
+    return resource, subresource, group
+
+
+def review_body(args: argparse.Namespace) -> tuple[str, bytes]:
+    if args.command == "who-can":
+        resource, subresource, group = resource_parts(args.resource)
+        body: dict[str, object] = {"verb": args.verb, "resource": resource, "group": group,
+                                   "subresource": subresource, "namespace": args.namespace,
+                                   "name": args.name}
+        return "clearance.v1.review.resource", json.dumps(body).encode()
+    spec: dict[str, object] = {"user": args.user, "groups": args.groups}
+    if args.resource.startswith("/"):
+        spec["nonResourceAttributes"] = {"path": args.resource, "verb": args.verb}
+    else:
+        resource, subresource, group = resource_parts(args.resource)
+        spec["resourceAttributes"] = {"verb": args.verb, "resource": resource, "group": group,
+                                      "subresource": subresource,
+                                      "namespace": args.namespace, "name": args.name}
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+              "spec": spec}
+    return "clearance.v1.review.subject", json.dumps(review).encode()
+
+
+def show(args: argparse.Namespace, reply: dict[str, object]) -> int:
+    """kubectl-like output: ``yes``/``no`` (exit 0/1) for can-i, a list for who-can."""
+    if "error" in reply:
+        print(json.dumps(reply, indent=2), file=sys.stderr)
+        return 2
+    if args.command == "can-i":
+        status = reply.get("status")
+        assert isinstance(status, dict)
+        allowed = bool(status.get("allowed"))
+        print("yes" if allowed else "no")
+        if status.get("reason"):
+            print(f"  {status['reason']}", file=sys.stderr)
+        return 0 if allowed else 1
+    if args.command == "who-can":
+        for label in ("users", "groups"):
+            names = reply.get(label) or []
+            assert isinstance(names, list)
+            print(f"{label.capitalize()}:")
+            for name in names:
+                print(f"  {name}")
+        return 0
+    print(json.dumps(reply, indent=2))
+    return 0
+
+
 async def main(args: argparse.Namespace) -> int:
-    if args.command == "check":
+    if args.command in ("can-i", "who-can"):
+        subject, body = review_body(args)
+    elif args.command == "check":
         request = CheckRequest(
             principal=Principal(username=args.user, groups=args.group, email=args.email),
             action=args.action,
@@ -51,5 +106,4 @@ async def main(args: argparse.Namespace) -> int:
         return 2
     finally:
         await nc.close()
-    print(json.dumps(json.loads(reply.data), indent=2))
-    return 0
+    return show(args, json.loads(reply.data))

@@ -44,6 +44,18 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--cluster", required=True)
     check.add_argument("--name", default=None)
     check.add_argument("--explain", action="store_true")
+    can_i = sub.add_parser("can-i", help="like kubectl auth can-i, over NATS")
+    can_i.add_argument("verb")
+    can_i.add_argument("resource", help="pods, pods/log, deployments.apps, or a /url")
+    can_i.add_argument("name", nargs="?", default="")
+    can_i.add_argument("-n", "--namespace", default="")
+    can_i.add_argument("--as", dest="user", required=True)
+    can_i.add_argument("--as-group", dest="groups", action="append", default=[])
+    who_can = sub.add_parser("who-can", help="who may do VERB on RESOURCE")
+    who_can.add_argument("verb")
+    who_can.add_argument("resource", help="pods, pods/log, deployments.apps")
+    who_can.add_argument("name", nargs="?", default="")
+    who_can.add_argument("-n", "--namespace", default="")
     request = sub.add_parser("request", help="send a request to any subject")
     request.add_argument("subject")
     request.add_argument("body", nargs="?", default="{}")
@@ -58,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings.from_env()
     if args.command == "schemas":
         sys.exit(schemas.main(args.out, check=args.check))
-    if args.command in ("check", "request"):
+    if args.command in ("check", "request", "can-i", "who-can"):
         sys.exit(asyncio.run(client.main(args)))
     logs.configure(settings.log_level, service=f"clearance-{args.command}")
     metrics.serve(settings.metrics_port)
