@@ -250,7 +250,7 @@ class RulesReviewStatus(msgspec.Struct, kw_only=True, rename="camel"):
 class RulesReviewReply(msgspec.Struct, kw_only=True):
     status: RulesReviewStatus
     revision: int
-    request_id: str | None | msgspec.UnsetType = msgspec.UNSET
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class ResourceReviewRequest(RequestBase, kw_only=True):
@@ -268,7 +268,7 @@ class ResourceReviewReply(msgspec.Struct, kw_only=True):
     users: list[str]
     groups: list[str]
     revision: int
-    request_id: str | None | msgspec.UnsetType = msgspec.UNSET
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class TraceStep(msgspec.Struct, kw_only=True, omit_defaults=True):
