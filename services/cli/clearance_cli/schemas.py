@@ -26,6 +26,13 @@ CHANNELS: list[tuple[str, type[msgspec.Struct], type[msgspec.Struct] | None, str
      "Cluster metrics recomputed from the namespaces and nodes the principal may see."),
     (wire.SUBJECT_CUSTOM_TYPES, wire.CustomTypesRequest, wire.CustomTypesReply,
      "Custom resource types the principal can see somewhere (or in one cluster)."),
+    (wire.SUBJECT_REVIEW_SUBJECT, wire.SubjectAccessReview, wire.SubjectAccessReview,
+     "A SubjectAccessReview in; the same object with status {allowed, reason, "
+     "evaluationError?} out."),
+    (wire.SUBJECT_REVIEW_RULES, wire.RulesReviewRequest, wire.RulesReviewReply,
+     "The RBAC rules that apply to a user in a namespace (SelfSubjectRulesReview shape)."),
+    (wire.SUBJECT_REVIEW_RESOURCE, wire.ResourceReviewRequest, wire.ResourceReviewReply,
+     "Who can: every user and group a binding lets do the request."),
     (wire.SUBJECT_PERMISSIONS, wire.PrincipalRequest, wire.PermissionsReply,
      "What the principal may do on every cluster of the inventory."),
     (wire.SUBJECT_POLICIES, wire.PrincipalRequest, wire.PoliciesReply,

@@ -45,6 +45,7 @@ class Compiler:
                 await bus.ensure_stream(self._js)
                 checkpoint = await self._store.checkpoint() or 0
                 self._position = checkpoint
+                self._folder.reset()
                 log.info("compiler_starting", checkpoint=checkpoint)
                 sub = await self._subscribe(checkpoint)
                 try:

@@ -18,6 +18,8 @@ from clearance_core.fold import fold_cluster, fold_group, fold_policy, policy_st
 from clearance_core.kinds import ObjectRef, ref_of
 from clearance_core.metricsource import CompiledSource, compile_source, missing_sources
 from clearance_core.policy import CompiledPolicy
+from clearance_core.rbac import Binding, Role, RoleKey, parse_binding, parse_role
+from clearance_core.rbac_changes import RbacModel
 from clearance_core.wire import Event
 from clearance_runtime import logs, metrics
 from clearance_runtime.state import StateStore
@@ -25,6 +27,28 @@ from clearance_runtime.state import StateStore
 log = logs.get(__name__)
 _decode_event = msgspec.json.Decoder(Event).decode
 _encode = msgspec.json.Encoder().encode
+
+
+ROLE_KINDS = {"role": "Role", "clusterrole": "ClusterRole"}
+RBAC_KINDS = frozenset({*ROLE_KINDS, "rolebinding", "clusterrolebinding"})
+
+
+def _apply_rbac(model: RbacModel, obj: dict[str, Any], *, present: bool) -> None:
+    """Keep the compiler's model in step with what was stored (invalid = absent)."""
+    ref = ref_of(obj)
+    try:
+        if ref.kind in ROLE_KINDS:
+            role = parse_role(obj)
+            model.put_role(role.key, role if present else None)
+        else:
+            binding = parse_binding(obj)
+            model.put_binding((ref.kind, f"{ref.namespace}/{ref.name}"),
+                              binding if present else None)
+    except InvalidObject:
+        if ref.kind in ROLE_KINDS:
+            model.put_role(RoleKey(ROLE_KINDS[ref.kind], ref.namespace, ref.name), None)
+        else:
+            model.put_binding((ref.kind, f"{ref.namespace}/{ref.name}"), None)
 
 
 class PolicyStatus(msgspec.Struct, kw_only=True):
@@ -39,6 +63,7 @@ class Folder:
     def __init__(self, store: StateStore, nc: Client) -> None:
         self._store = store
         self._nc = nc
+        self._rbac: RbacModel | None = None
 
     async def fold(self, seq: int, data: bytes) -> None:
         try:
@@ -59,6 +84,8 @@ class Folder:
             return await self._fold_policy(seq, event_type, obj, ref)
         if ref.kind == "metricsource":
             return await self._fold_source(seq, event_type, obj, ref)
+        if ref.kind in RBAC_KINDS:
+            return await self._fold_rbac(seq, event_type, obj, ref)
         if ref.kind == "managedcluster":
             previous_labels = await self._store.cluster(ref.name)
             try:
@@ -86,6 +113,47 @@ class Folder:
         async with self._store.transaction(seq):
             pass
         return "ignored"
+
+    def reset(self) -> None:
+        """Forget in-memory models (the compiled state is being rebuilt)."""
+        self._rbac = None
+
+    async def _rbac_model(self) -> RbacModel:
+        if self._rbac is None:
+            model = RbacModel()
+            for obj in await self._store.rbac_objects():
+                _apply_rbac(model, obj, present=True)
+            self._rbac = model
+        return self._rbac
+
+    async def _fold_rbac(
+        self, seq: int, event_type: str, obj: dict[str, Any], ref: ObjectRef
+    ) -> str:
+        """Roles and bindings are stored as served (readers index them); the change record
+        names the subjects whose answers it can alter."""
+        model = await self._rbac_model()
+        present = event_type != "DELETED"
+        outcome = "compiled" if present else "deleted"
+        try:
+            parsed = parse_role(obj) if ref.kind in ROLE_KINDS else parse_binding(obj)
+        except InvalidObject as exc:
+            # Withdrawn whole: an invalid binding must not keep granting its old rules.
+            log.warning("rbac_invalid", object=str(ref), error=exc.message)
+            present, outcome = False, "invalid"
+            parsed = None
+        if ref.kind in ROLE_KINDS:
+            role_key = RoleKey(ROLE_KINDS[ref.kind], ref.namespace, ref.name)
+            affected = model.affected_by_role(
+                role_key, parsed if present and isinstance(parsed, Role) else None)
+        else:
+            binding_key = (ref.kind, f"{ref.namespace}/{ref.name}")
+            affected = model.affected_by_binding(
+                binding_key, parsed if present and isinstance(parsed, Binding) else None)
+        async with self._store.transaction(seq) as tx:
+            tx.put_rbac(seq, str(ref), obj if present else None)
+            tx.affected = affected
+        _apply_rbac(model, obj, present=present)
+        return outcome
 
     async def _fold_policy(
         self, seq: int, event_type: str, obj: dict[str, Any], ref: ObjectRef

@@ -26,6 +26,9 @@ from clearance_core.wire import (
     SUBJECT_METRICS,
     SUBJECT_PERMISSIONS,
     SUBJECT_POLICIES,
+    SUBJECT_REVIEW_RESOURCE,
+    SUBJECT_REVIEW_RULES,
+    SUBJECT_REVIEW_SUBJECT,
     SUBJECT_STATUS,
     BatchItem,
     BatchReply,
@@ -42,13 +45,17 @@ from clearance_core.wire import (
     PoliciesReply,
     PrincipalRequest,
     RequestBase,
+    ResourceReviewRequest,
+    RulesReviewRequest,
     ServiceStatus,
     StatusReply,
     StatusRequest,
+    SubjectAccessReview,
 )
 from clearance_decision import views
 from clearance_decision.decider import Decider
 from clearance_decision.lists import Lists
+from clearance_decision.reviews import Reviews
 from clearance_runtime import health, keys, logs
 from clearance_runtime.cache import DecisionCache
 from clearance_runtime.responder import (
@@ -75,6 +82,9 @@ _cache_clear = msgspec.json.Decoder(CacheClearRequest)
 _filter = msgspec.json.Decoder(FilterRequest)
 _metrics = msgspec.json.Decoder(MetricsRequest)
 _custom_types = msgspec.json.Decoder(CustomTypesRequest)
+_sar = msgspec.json.Decoder(SubjectAccessReview)
+_rules = msgspec.json.Decoder(RulesReviewRequest)
+_resource_review = msgspec.json.Decoder(ResourceReviewRequest)
 
 
 class _Reply(Protocol):
@@ -108,6 +118,7 @@ class DecisionService:
         self._reader = SnapshotReader(redis)
         self._decider = Decider(self._reader, self._cache)
         self._lists = Lists(redis, self._reader)
+        self._reviews = Reviews(redis)
         self._responder = Responder(nc, queue=QUEUE)
         self._revision = 0
 
@@ -245,6 +256,18 @@ class DecisionService:
         request = await self._read(_custom_types, body)
         return _with_id(await self._lists.custom_types(request), request.request_id)
 
+    async def review_subject(self, body: bytes) -> bytes:
+        review = await self._read(_sar, body)
+        return _encode(await self._reviews.subject(body, review))
+
+    async def review_rules(self, body: bytes) -> bytes:
+        request = await self._read(_rules, body)
+        return _with_id(await self._reviews.rules(request), request.request_id)
+
+    async def review_resource(self, body: bytes) -> bytes:
+        request = await self._read(_resource_review, body)
+        return _with_id(await self._reviews.resource(request), request.request_id)
+
     async def flush_stats(self) -> None:
         hits, misses = self._cache.hits, self._cache.misses
         if hits or misses:
@@ -259,6 +282,9 @@ class DecisionService:
             SUBJECT_FILTER: self.filter,
             SUBJECT_METRICS: self.metrics,
             SUBJECT_CUSTOM_TYPES: self.custom_types,
+            SUBJECT_REVIEW_SUBJECT: self.review_subject,
+            SUBJECT_REVIEW_RULES: self.review_rules,
+            SUBJECT_REVIEW_RESOURCE: self.review_resource,
             SUBJECT_STATUS: self.status,
             SUBJECT_PERMISSIONS: self.permissions,
             SUBJECT_POLICIES: self.policies,

@@ -1,0 +1,72 @@
+"""Who a Role, ClusterRole or binding change can affect (for exact invalidation).
+
+The compiler keeps the RBAC objects it has folded in a :class:`RbacModel` and asks it,
+before applying a change, whose answers the change can alter:
+
+- a binding: its old and new subjects;
+- a Role or ClusterRole: the subjects of every binding referencing it, or referencing a
+  ClusterRole that aggregates it (by its old or its new labels, followed transitively).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from clearance_core.fold import Affected
+from clearance_core.rbac import Binding, Role, RoleKey, binding_subjects
+
+
+class RbacModel:
+    def __init__(self) -> None:
+        self.roles: dict[RoleKey, Role] = {}
+        self.bindings: dict[tuple[str, str], Binding] = {}
+        self._by_role: dict[RoleKey, set[tuple[str, str]]] = defaultdict(set)
+
+    def put_role(self, key: RoleKey, role: Role | None) -> None:
+        if role is None:
+            self.roles.pop(key, None)
+        else:
+            self.roles[key] = role
+
+    def put_binding(self, key: tuple[str, str], binding: Binding | None) -> None:
+        old = self.bindings.pop(key, None)
+        if old is not None:
+            self._by_role[old.role_key].discard(key)
+        if binding is not None:
+            self.bindings[key] = binding
+            self._by_role[binding.role_key].add(key)
+
+    def _aggregators(self, roles: list[Role]) -> set[RoleKey]:
+        """ClusterRoles aggregating any of ``roles``, transitively."""
+        found: set[RoleKey] = set()
+        frontier = [r for r in roles if r.kind == "ClusterRole"]
+        while frontier:
+            role = frontier.pop()
+            for candidate in self.roles.values():
+                if candidate.key in found or not candidate.aggregation:
+                    continue
+                if any(sel.matches(role.labels) for sel in candidate.aggregation):
+                    found.add(candidate.key)
+                    frontier.append(candidate)
+        return found
+
+    def affected_by_role(self, key: RoleKey, new: Role | None) -> Affected:
+        old = self.roles.get(key)
+        versions = [r for r in (old, new) if r is not None]
+        keys = {key} | self._aggregators(versions)
+        affected = Affected()
+        for role_key in keys:
+            for binding_key in self._by_role.get(role_key, ()):
+                users, groups = binding_subjects(self.bindings[binding_key])
+                affected.users.update(users)
+                affected.groups.update(groups)
+        return affected
+
+    def affected_by_binding(self, key: tuple[str, str], new: Binding | None) -> Affected:
+        affected = Affected()
+        for binding in (self.bindings.get(key), new):
+            if binding is not None:
+                users, groups = binding_subjects(binding)
+                affected.users.update(users)
+                affected.groups.update(groups)
+        return affected

@@ -1,0 +1,134 @@
+"""Kubernetes and OpenShift access reviews over NATS (CONTRACT section 5).
+
+``review.subject`` takes a SubjectAccessReview exactly as a Kubernetes client sends it and
+returns the same object with its ``status``; ``review.rules`` answers in the
+SelfSubjectRulesReview shape; ``review.resource`` is "who can" (ResourceAccessReview).
+
+The RBAC index is built in this process from the Roles and bindings the compiler stores,
+and rebuilt only when ``clr:rbac:rev`` moves; answers then cost an index lookup, not a
+scan of every binding. Request groups are expanded as everywhere else: the given groups,
+the OpenShift Groups listing the user, and the service-account groups.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import msgspec
+import redis.asyncio as aioredis
+
+from clearance_core.errors import BadRequest, InvalidObject
+from clearance_core.principal import service_account_groups
+from clearance_core.rbac import (
+    Attributes,
+    Binding,
+    NonResourceAttributes,
+    ResourceAttributes,
+    Role,
+    parse_binding,
+    parse_role,
+)
+from clearance_core.rbac_index import RbacIndex
+from clearance_core.wire import (
+    ResourceReviewReply,
+    ResourceReviewRequest,
+    RulesReviewReply,
+    RulesReviewRequest,
+    RulesReviewStatus,
+    SubjectAccessReview,
+)
+from clearance_runtime import health, keys, logs
+
+log = logs.get(__name__)
+_object = msgspec.json.Decoder(dict[str, Any])
+
+
+class Reviews:
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self._r = redis
+        self._index = RbacIndex()
+        self._built_at: bytes | None = None
+        self._lock = asyncio.Lock()
+
+    async def index(self) -> RbacIndex:
+        version: bytes | None = await self._r.get(keys.RBAC_REV)  # type: ignore[assignment]
+        if version == self._built_at:
+            return self._index
+        async with self._lock:
+            if version != self._built_at:
+                rows: dict[bytes, bytes] = await self._r.hgetall(keys.RBAC)  # type: ignore[assignment]
+                roles: list[Role] = []
+                bindings: list[Binding] = []
+                for blob in rows.values():
+                    obj = _object.decode(blob)
+                    try:
+                        if obj.get("kind") in ("Role", "ClusterRole"):
+                            roles.append(parse_role(obj))
+                        else:
+                            bindings.append(parse_binding(obj))
+                    except InvalidObject as exc:  # the compiler already withdrew these
+                        log.warning("rbac_object_skipped", error=exc.message)
+                self._index = RbacIndex(roles, bindings)
+                self._built_at = version
+        return self._index
+
+    async def groups(self, user: str, given: list[str]) -> list[str]:
+        member: set[bytes] = await self._r.smembers(keys.member_of(user))  # type: ignore[assignment]
+        expanded = {*given, *service_account_groups(user)}
+        expanded.update(m.decode() for m in member)
+        return sorted(expanded)
+
+    async def subject(self, body: bytes, review: SubjectAccessReview) -> dict[str, Any]:
+        spec = review.spec
+        attrs: Attributes
+        if spec.resource_attributes is not None:
+            ra = spec.resource_attributes
+            if not ra.verb or not ra.resource:
+                raise BadRequest("spec.resourceAttributes needs verb and resource")
+            attrs = ResourceAttributes(verb=ra.verb, group=ra.group, version=ra.version,
+                                       resource=ra.resource, subresource=ra.subresource,
+                                       name=ra.name, namespace=ra.namespace)
+        elif spec.non_resource_attributes is not None:
+            nra = spec.non_resource_attributes
+            if not nra.verb or not nra.path:
+                raise BadRequest("spec.nonResourceAttributes needs path and verb")
+            attrs = NonResourceAttributes(path=nra.path, verb=nra.verb)
+        else:
+            raise BadRequest("spec needs resourceAttributes or nonResourceAttributes")
+        if not spec.user and not spec.groups:
+            raise BadRequest("spec needs a user or groups")
+        groups = await self.groups(spec.user, spec.groups) if spec.user else spec.groups
+        allowed, reason, error = (await self.index()).allowed(attrs, spec.user, groups)
+        status: dict[str, Any] = {"allowed": allowed, "reason": reason}
+        if error:
+            status["evaluationError"] = error
+        reply = _object.decode(body)  # the same object back, as Kubernetes does
+        reply["status"] = status
+        reply["revision"] = await health.revision(self._r)
+        return reply
+
+    async def rules(self, request: RulesReviewRequest) -> RulesReviewReply:
+        if not request.user:
+            raise BadRequest("user is required")
+        index = await self.index()
+        groups = await self.groups(request.user, request.groups)
+        resource_rules, non_resource_rules = index.rules_for(
+            request.user, groups, request.spec.namespace)
+        status = RulesReviewStatus(resource_rules=resource_rules,
+                                   non_resource_rules=non_resource_rules)
+        error = index.evaluation_error(request.user, groups, request.spec.namespace)
+        if error:
+            status.evaluation_error = error
+        return RulesReviewReply(status=status, revision=await health.revision(self._r))
+
+    async def resource(self, request: ResourceReviewRequest) -> ResourceReviewReply:
+        if not request.verb or not request.resource:
+            raise BadRequest("verb and resource are required")
+        attrs = ResourceAttributes(verb=request.verb, group=request.group,
+                                   resource=request.resource,
+                                   subresource=request.subresource, name=request.name,
+                                   namespace=request.namespace)
+        users, groups = (await self.index()).who_can(attrs)
+        return ResourceReviewReply(users=users, groups=groups,
+                                   revision=await health.revision(self._r))

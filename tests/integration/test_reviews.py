@@ -1,0 +1,185 @@
+"""Kubernetes access reviews over NATS, from Roles and bindings on the stream (CONTRACT 5)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from tests.conftest import Servers
+from tests.integration.harness import System, group
+
+RBAC = "rbac.authorization.k8s.io/v1"
+
+
+def cluster_role(name: str, rules: list[dict[str, Any]], **labels: str) -> dict[str, Any]:
+    return {"apiVersion": RBAC, "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": labels}, "rules": rules}
+
+
+def binding(kind: str, name: str, role: tuple[str, str], subjects: list[dict[str, str]],
+            namespace: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    return {"apiVersion": RBAC, "kind": kind, "metadata": meta,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role[0],
+                        "name": role[1]},
+            "subjects": subjects}
+
+
+POD_READER = cluster_role("pod-reader", [{"apiGroups": [""], "resources": ["pods", "pods/log"],
+                                          "verbs": ["get", "list", "watch"]}])
+OBJECTS = [
+    POD_READER,
+    cluster_role("healthz", [{"nonResourceURLs": ["/healthz", "/metrics/*"], "verbs": ["get"]}]),
+    binding("RoleBinding", "readers", ("ClusterRole", "pod-reader"),
+            [{"kind": "Group", "name": "sre"},
+             {"kind": "ServiceAccount", "name": "bot"}], namespace="shop"),
+    binding("ClusterRoleBinding", "health", ("ClusterRole", "healthz"),
+            [{"kind": "User", "name": "monitor"}]),
+    binding("ClusterRoleBinding", "dangling", ("ClusterRole", "does-not-exist"),
+            [{"kind": "User", "name": "alice"}]),
+    group("sre", "alice"),
+]
+
+
+@pytest.fixture
+async def system(clean_servers: Servers, tmp_path: Path) -> AsyncIterator[System]:
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    sys_ = System(clean_servers.nats_url, clean_servers.redis_url, manifests)
+    sys_.write("rbac.yaml", *OBJECTS)
+    await sys_.start()
+    await sys_.settle()
+    yield sys_
+    await sys_.close()
+
+
+def sar(user: str, **attrs: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {"user": user}
+    if "path" in attrs:
+        spec["nonResourceAttributes"] = attrs
+    else:
+        spec["resourceAttributes"] = attrs
+    return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "spec": spec}
+
+
+async def allowed(system: System, user: str, **attrs: str) -> dict[str, Any]:
+    reply = await system.request("clearance.v1.review.subject", sar(user, **attrs))
+    return dict(reply["status"])
+
+
+async def test_subject_access_review_comes_back_with_status(system: System) -> None:
+    review = sar("alice", verb="get", resource="pods", namespace="shop")
+    reply = await system.request("clearance.v1.review.subject", review)
+    assert reply["spec"] == review["spec"] and reply["kind"] == "SubjectAccessReview"
+    assert reply["status"]["allowed"] is True  # via the OpenShift Group sre
+    assert "RoleBinding" in reply["status"]["reason"]
+    assert "does-not-exist" in reply["status"]["evaluationError"]
+
+
+async def test_kubernetes_semantics(system: System) -> None:
+    assert (await allowed(system, "alice", verb="get", resource="pods",
+                          subresource="log", namespace="shop"))["allowed"]
+    assert not (await allowed(system, "alice", verb="get", resource="pods",
+                              namespace="other"))["allowed"]
+    assert not (await allowed(system, "alice", verb="delete", resource="pods",
+                              namespace="shop"))["allowed"]
+    assert not (await allowed(system, "alice", verb="list", resource="nodes"))["allowed"]
+    sa = "system:serviceaccount:shop:bot"  # namespace defaulted from the RoleBinding
+    assert (await allowed(system, sa, verb="list", resource="pods", namespace="shop"))["allowed"]
+    assert (await allowed(system, "monitor", path="/metrics/cpu", verb="get"))["allowed"]
+    assert not (await allowed(system, "monitor", path="/metricsx", verb="get"))["allowed"]
+
+
+async def test_rules_review_lists_rules_as_stored(system: System) -> None:
+    reply = await system.request("clearance.v1.review.rules",
+                                 {"spec": {"namespace": "shop"}, "user": "alice"})
+    status = reply["status"]
+    assert status["resourceRules"] == [{"verbs": ["get", "list", "watch"], "apiGroups": [""],
+                                        "resources": ["pods", "pods/log"]}]
+    assert status["incomplete"] is False
+
+
+async def test_who_can(system: System) -> None:
+    reply = await system.request("clearance.v1.review.resource",
+                                 {"verb": "list", "resource": "pods", "namespace": "shop"})
+    assert reply["users"] == ["system:serviceaccount:shop:bot"]
+    assert reply["groups"] == ["sre"]
+
+
+async def test_binding_change_is_reflected_and_announced(system: System) -> None:
+    assert system.nc is not None
+    sub = await system.nc.subscribe("clearance.decisions.changed")
+    objects = [*OBJECTS]
+    objects[2] = binding("RoleBinding", "readers", ("ClusterRole", "pod-reader"),
+                         [{"kind": "User", "name": "zoe"}], namespace="shop")
+    system.write("rbac.yaml", *objects)
+    msg = await sub.next_msg(timeout=5)
+    await sub.unsubscribe()
+    changed = msgspec.json.decode(msg.data)
+    assert set(changed["principals"]["users"]) == {"zoe", "system:serviceaccount:shop:bot"}
+    assert changed["principals"]["groups"] == ["sre"]
+    body = {**sar("alice", verb="get", resource="pods", namespace="shop"),
+            "min_revision": changed["revision"]}
+    reply = await system.request("clearance.v1.review.subject", body)
+    assert reply["status"]["allowed"] is False
+
+
+async def test_role_change_reaches_subjects_through_aggregation(system: System) -> None:
+    objects = [*OBJECTS,
+               {"apiVersion": RBAC, "kind": "ClusterRole", "metadata": {"name": "monitoring"},
+                "aggregationRule": {"clusterRoleSelectors": [
+                    {"matchLabels": {"aggregate-to-monitoring": "true"}}]}},
+               binding("ClusterRoleBinding", "mon", ("ClusterRole", "monitoring"),
+                       [{"kind": "User", "name": "mona"}])]
+    system.write("rbac.yaml", *objects)
+    await asyncio.sleep(0.3)
+    await system.settle()
+    assert not (await allowed(system, "mona", verb="get", resource="pods",
+                              namespace="x"))["allowed"]
+    objects[0] = cluster_role("pod-reader", POD_READER["rules"],
+                              **{"aggregate-to-monitoring": "true"})
+    system.write("rbac.yaml", *objects)
+    await asyncio.sleep(0.3)
+    revision = await system.settle()
+    body = {**sar("mona", verb="get", resource="pods", namespace="x"), "min_revision": revision}
+    assert (await system.request("clearance.v1.review.subject", body))["status"]["allowed"]
+
+
+@pytest.mark.parametrize("body", [
+    {"spec": {"user": "alice"}},
+    {"spec": {"resourceAttributes": {"verb": "get", "resource": "pods"}}},
+    {"spec": {"user": "alice", "resourceAttributes": {"verb": "get"}}},
+    {"kind": "SubjectAccessReview"},
+])
+async def test_bad_reviews_are_bad_requests(system: System, body: dict[str, Any]) -> None:
+    reply = await system.request("clearance.v1.review.subject", body)
+    assert reply["error"]["code"] == "bad_request"
+
+
+async def test_can_i_and_who_can_cli(system: System) -> None:
+    env = {**os.environ, "CLEARANCE_NATS_URL": system.settings.nats_url}
+    clearance = str(Path(sys.executable).parent / "clearance")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([clearance, *args], env=env, capture_output=True, text=True,
+                              timeout=30, check=False)
+
+    yes, no, who = await asyncio.gather(
+        asyncio.to_thread(run, "can-i", "get", "pods/log", "-n", "shop", "--as", "alice"),
+        asyncio.to_thread(run, "can-i", "delete", "pods", "-n", "shop", "--as", "alice"),
+        asyncio.to_thread(run, "who-can", "list", "pods", "-n", "shop"),
+    )
+    assert (yes.returncode, yes.stdout.strip()) == (0, "yes")
+    assert (no.returncode, no.stdout.strip()) == (1, "no")
+    assert "sre" in who.stdout and "system:serviceaccount:shop:bot" in who.stdout
