@@ -15,6 +15,7 @@ Compiled state (written only by the compiler, in one MULTI per event):
     clr:ms                  HASH  custom type -> msgpack CompiledSource (MetricSource)
     clr:msobj               HASH  MetricSource "ns/name" -> the type it declares
     clr:mc                  HASH  cluster -> JSON labels (the ManagedCluster inventory)
+    clr:ns                  SET   hub namespaces (Namespace objects), for search plans
     clr:rbac                HASH  "kind/ns/name" -> JSON Role, ClusterRole or binding
     clr:rbac:rev            revision of the last RBAC change (readers rebuild on change)
     clr:grp                 HASH  group -> JSON sorted users
@@ -41,6 +42,7 @@ POLICIES = "clr:pol"
 CLUSTERS = "clr:mc"
 POLICY_OBJECTS = "clr:polraw"
 RBAC = "clr:rbac"
+NAMESPACES = "clr:ns"
 RBAC_REV = "clr:rbac:rev"
 SOURCES = "clr:ms"
 SOURCE_OBJECTS = "clr:msobj"

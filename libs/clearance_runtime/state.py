@@ -166,6 +166,12 @@ class Transaction:
             self._pipe.hset(keys.RBAC, key, _json.encode(obj))
         self._pipe.set(keys.RBAC_REV, seq)
 
+    def put_namespace(self, name: str, *, present: bool) -> None:
+        if present:
+            self._pipe.sadd(keys.NAMESPACES, name)
+        else:
+            self._pipe.srem(keys.NAMESPACES, name)
+
     def put_group(self, name: str, previous: list[str] | None, users: list[str] | None) -> None:
         old, new = set(previous or ()), set(users or ())
         for user in old - new:

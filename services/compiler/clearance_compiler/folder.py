@@ -108,8 +108,14 @@ class Folder:
                 tx.put_group(ref.name, previous_users, users)
                 tx.affected = affected
             return "compiled"
-        # Kinds compiled by later versions (RBAC, AccessPolicy...) still advance the
-        # revision.
+        if ref.kind == "namespace":
+            # Hub namespaces: what a search plan enumerates. No cached decision depends
+            # on them, so nothing is invalidated.
+            async with self._store.transaction(seq) as tx:
+                tx.put_namespace(ref.name, present=event_type != "DELETED")
+            return "compiled"
+        # Kinds compiled by later versions (AccessPolicy, ManagedClusterSet, CRDs) still
+        # advance the revision.
         async with self._store.transaction(seq):
             pass
         return "ignored"
