@@ -69,10 +69,8 @@ def up(args: argparse.Namespace, settings: Settings) -> None:
             settings, nats_url=nats_url, redis_url=redis_url, manifests=manifests
         )
         print(_banner(nats_url, redis_url, manifests), flush=True)
-        try:
-            uvloop.run(services.run_services(services.NAMES, run_settings))
-        except KeyboardInterrupt:
-            print("\nstopping...", flush=True)
+        uvloop.run(services.run_services(services.NAMES, run_settings))
+        print("\nstopped.", flush=True)
     finally:
         valkey_srv.stop()
         nats_srv.stop()

@@ -4,6 +4,7 @@ if it were a separate process (they share nothing but the subjects and the store
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import Awaitable, Callable, Sequence
 
 import redis.asyncio as aioredis
@@ -45,6 +46,27 @@ async def run_service(name: str, settings: Settings) -> None:
 
 
 async def run_services(names: Sequence[str], settings: Settings) -> None:
-    async with asyncio.TaskGroup() as group:
-        for name in names:
-            group.create_task(run_service(name, settings), name=name)
+    """Run until every service ends or SIGINT/SIGTERM arrives; then stop them cleanly
+    (in-flight requests finish, connections drain) and return."""
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    assert main is not None
+    stopping = asyncio.Event()
+
+    def stop() -> None:
+        stopping.set()
+        main.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop)
+    try:
+        async with asyncio.TaskGroup() as group:
+            for name in names:
+                group.create_task(run_service(name, settings), name=name)
+    except asyncio.CancelledError:
+        if not stopping.is_set():
+            raise
+        log.info("services_stopped", services=list(names))
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
