@@ -232,15 +232,25 @@ class RbacIndex:
         """
         resource_rules: list[dict[str, object]] = []
         non_resource_rules: list[dict[str, object]] = []
+        for cluster_wide, rule in self.scoped_rules(username, groups, namespace):
+            if rule.resources:
+                resource_rules.append(rule.resource_rule())
+            if rule.non_resource_urls and cluster_wide:
+                non_resource_rules.append(rule.non_resource_rule())
+        return resource_rules, non_resource_rules
+
+    def scoped_rules(
+        self, username: str, groups: Iterable[str], namespace: str
+    ) -> list[tuple[bool, PolicyRule]]:
+        """(granted by a ClusterRoleBinding, rule) for every rule that applies in
+        ``namespace``, in visiting order — what a query plan needs to tell cluster-wide
+        grants from one namespace's."""
+        out: list[tuple[bool, PolicyRule]] = []
         for pos in self._applicable(username, groups, namespace):
             bound = self._bindings[pos]
             cluster_wide = not bound.binding.namespace
-            for rule in self._rules.get(bound.role, ()):
-                if rule.resources:
-                    resource_rules.append(rule.resource_rule())
-                if rule.non_resource_urls and cluster_wide:
-                    non_resource_rules.append(rule.non_resource_rule())
-        return resource_rules, non_resource_rules
+            out.extend((cluster_wide, rule) for rule in self._rules.get(bound.role, ()))
+        return out
 
     def evaluation_error(
         self, username: str, groups: Iterable[str], namespace: str

@@ -271,6 +271,40 @@ class ResourceReviewReply(msgspec.Struct, kw_only=True):
     request_id: str | msgspec.UnsetType | None = msgspec.UNSET
 
 
+class SearchResult(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
+    """One ACM search result (``clearance.v1.search.filter``)."""
+
+    cluster: str
+    group: str = ""
+    resource: str
+    kind: str | None = None
+    namespace: str | None = None
+    name: str
+
+
+class SearchFilterRequest(RequestBase, kw_only=True):
+    principal: Principal
+    items: list[SearchResult]
+
+
+class SearchFilterReply(msgspec.Struct, kw_only=True):
+    items: list[SearchResult]
+    total: int
+    visible: int
+    revision: int
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class SearchPlanReply(msgspec.Struct, kw_only=True):
+    """``clearance.v1.search.plan``: the same rules as a query plan and SQL."""
+
+    hub: list[dict[str, Any]]
+    managed_clusters: list[str]
+    sql: dict[str, Any]
+    revision: int
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
 class TraceStep(msgspec.Struct, kw_only=True, omit_defaults=True):
     """One candidate policy in an explanation, in evaluation order.
 
@@ -375,6 +409,8 @@ SUBJECT_CUSTOM_TYPES = "clearance.v1.custom-types"
 SUBJECT_REVIEW_SUBJECT = "clearance.v1.review.subject"
 SUBJECT_REVIEW_RULES = "clearance.v1.review.rules"
 SUBJECT_REVIEW_RESOURCE = "clearance.v1.review.resource"
+SUBJECT_SEARCH_FILTER = "clearance.v1.search.filter"
+SUBJECT_SEARCH_PLAN = "clearance.v1.search.plan"
 SUBJECT_PERMISSIONS = "clearance.v1.permissions"
 SUBJECT_POLICIES = "clearance.v1.policies"
 SUBJECT_CACHE_CLEAR = "clearance.v1.cache.clear"
@@ -391,6 +427,8 @@ REQUESTS: dict[str, tuple[type[msgspec.Struct], type[msgspec.Struct]]] = {
     SUBJECT_REVIEW_SUBJECT: (SubjectAccessReview, SubjectAccessReview),
     SUBJECT_REVIEW_RULES: (RulesReviewRequest, RulesReviewReply),
     SUBJECT_REVIEW_RESOURCE: (ResourceReviewRequest, ResourceReviewReply),
+    SUBJECT_SEARCH_FILTER: (SearchFilterRequest, SearchFilterReply),
+    SUBJECT_SEARCH_PLAN: (PrincipalRequest, SearchPlanReply),
     SUBJECT_PERMISSIONS: (PrincipalRequest, PermissionsReply),
     SUBJECT_POLICIES: (PrincipalRequest, PoliciesReply),
     SUBJECT_CACHE_CLEAR: (CacheClearRequest, CacheClearReply),

@@ -183,3 +183,40 @@ async def test_can_i_and_who_can_cli(system: System) -> None:
     assert (yes.returncode, yes.stdout.strip()) == (0, "yes")
     assert (no.returncode, no.stdout.strip()) == (1, "no")
     assert "sre" in who.stdout and "system:serviceaccount:shop:bot" in who.stdout
+
+
+async def test_search_filter_and_plan_follow_acm_semantics(system: System) -> None:
+    from tests.integration.harness import cluster  # noqa: PLC0415
+
+    views = cluster_role("views", [{"apiGroups": ["view.open-cluster-management.io"],
+                                    "resources": ["managedclusterviews"], "verbs": ["create"]}])
+    system.write("rbac.yaml", *OBJECTS, views,
+                 binding("RoleBinding", "edge-views", ("ClusterRole", "views"),
+                         [{"kind": "User", "name": "alice"}], namespace="edge-1"),
+                 cluster("local-cluster", **{"local-cluster": "true"}), cluster("edge-1"),
+                 cluster("edge-2"),
+                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}},
+                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}})
+    await asyncio.sleep(0.3)
+    revision = await system.settle()
+    items = [
+        {"cluster": "local-cluster", "resource": "pods", "kind": "Pod", "namespace": "shop",
+         "name": "web"},
+        {"cluster": "local-cluster", "resource": "pods", "kind": "Pod", "namespace": "other",
+         "name": "db"},
+        {"cluster": "edge-1", "resource": "deployments", "group": "apps", "namespace": "x",
+         "name": "api"},
+        {"cluster": "edge-1", "resource": "secrets", "kind": "Secret", "namespace": "x",
+         "name": "token"},
+        {"cluster": "edge-2", "resource": "pods", "namespace": "x", "name": "p"},
+        {"cluster": "unknown", "resource": "pods", "namespace": "shop", "name": "web"},
+    ]
+    reply = await system.request("clearance.v1.search.filter", {
+        "principal": {"username": "alice"}, "items": items, "min_revision": revision})
+    assert [(i["cluster"], i["name"]) for i in reply["items"]] == [
+        ("local-cluster", "web"), ("edge-1", "api")]
+    assert (reply["total"], reply["visible"]) == (6, 2)
+    plan = await system.request("clearance.v1.search.plan", {"principal": {"username": "alice"}})
+    assert plan["managed_clusters"] == ["edge-1"]
+    assert {"group": "", "resource": "pods", "namespaces": ["shop"], "names": "*"} in plan["hub"]
+    assert "_hubClusterResource" in plan["sql"]["where"]

@@ -29,6 +29,8 @@ from clearance_core.wire import (
     SUBJECT_REVIEW_RESOURCE,
     SUBJECT_REVIEW_RULES,
     SUBJECT_REVIEW_SUBJECT,
+    SUBJECT_SEARCH_FILTER,
+    SUBJECT_SEARCH_PLAN,
     SUBJECT_STATUS,
     BatchItem,
     BatchReply,
@@ -47,6 +49,7 @@ from clearance_core.wire import (
     RequestBase,
     ResourceReviewRequest,
     RulesReviewRequest,
+    SearchFilterRequest,
     ServiceStatus,
     StatusReply,
     StatusRequest,
@@ -85,6 +88,7 @@ _custom_types = msgspec.json.Decoder(CustomTypesRequest)
 _sar = msgspec.json.Decoder(SubjectAccessReview)
 _rules = msgspec.json.Decoder(RulesReviewRequest)
 _resource_review = msgspec.json.Decoder(ResourceReviewRequest)
+_search_filter = msgspec.json.Decoder(SearchFilterRequest)
 
 
 class _Reply(Protocol):
@@ -268,6 +272,14 @@ class DecisionService:
         request = await self._read(_resource_review, body)
         return _with_id(await self._reviews.resource(request), request.request_id)
 
+    async def search_filter(self, body: bytes) -> bytes:
+        request = await self._read(_search_filter, body)
+        return _with_id(await self._reviews.search_filter(request), request.request_id)
+
+    async def search_plan(self, body: bytes) -> bytes:
+        request = await self._read(_principal_request, body)
+        return _with_id(await self._reviews.search_plan(request.principal), request.request_id)
+
     async def flush_stats(self) -> None:
         hits, misses = self._cache.hits, self._cache.misses
         if hits or misses:
@@ -285,6 +297,8 @@ class DecisionService:
             SUBJECT_REVIEW_SUBJECT: self.review_subject,
             SUBJECT_REVIEW_RULES: self.review_rules,
             SUBJECT_REVIEW_RESOURCE: self.review_resource,
+            SUBJECT_SEARCH_FILTER: self.search_filter,
+            SUBJECT_SEARCH_PLAN: self.search_plan,
             SUBJECT_STATUS: self.status,
             SUBJECT_PERMISSIONS: self.permissions,
             SUBJECT_POLICIES: self.policies,

@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 import redis.asyncio as aioredis
 
+from clearance_core import search
 from clearance_core.errors import BadRequest, InvalidObject
 from clearance_core.principal import service_account_groups
 from clearance_core.rbac import (
@@ -30,18 +31,24 @@ from clearance_core.rbac import (
     parse_role,
 )
 from clearance_core.rbac_index import RbacIndex
+from clearance_core.resources import check_principal
 from clearance_core.wire import (
+    Principal,
     ResourceReviewReply,
     ResourceReviewRequest,
     RulesReviewReply,
     RulesReviewRequest,
     RulesReviewStatus,
+    SearchFilterReply,
+    SearchFilterRequest,
+    SearchPlanReply,
     SubjectAccessReview,
 )
 from clearance_runtime import health, keys, logs
 
 log = logs.get(__name__)
 _object = msgspec.json.Decoder(dict[str, Any])
+_labels = msgspec.json.Decoder(dict[str, str])
 
 
 class Reviews:
@@ -73,11 +80,42 @@ class Reviews:
                 self._built_at = version
         return self._index
 
-    async def groups(self, user: str, given: list[str]) -> list[str]:
-        member: set[bytes] = await self._r.smembers(keys.member_of(user))  # type: ignore[assignment]
+    async def groups(self, user: str, given: list[str], email: str | None = None) -> list[str]:
+        """Given groups + OpenShift Groups listing the user (or email) + SA groups."""
         expanded = {*given, *service_account_groups(user)}
-        expanded.update(m.decode() for m in member)
+        for name in (user, email):
+            if name:
+                member: set[bytes] = await self._r.smembers(keys.member_of(name))  # type: ignore[assignment]
+                expanded.update(m.decode() for m in member)
         return sorted(expanded)
+
+    async def search_filter(self, request: SearchFilterRequest) -> SearchFilterReply:
+        principal = request.principal
+        check_principal(principal)
+        index, inventory = await self.index(), await self._inventory()
+        groups = await self.groups(principal.username, principal.groups, principal.email)
+        shown = search.search_filter(
+            index, principal.username, groups, inventory,
+            [search.SearchItem(cluster=i.cluster, group=i.group, resource=i.resource,
+                               kind=i.kind or "", namespace=i.namespace or "", name=i.name)
+             for i in request.items])
+        visible = [item for item, ok in zip(request.items, shown, strict=True) if ok]
+        return SearchFilterReply(items=visible, total=len(request.items), visible=len(visible),
+                                 revision=await health.revision(self._r))
+
+    async def search_plan(self, principal: Principal) -> SearchPlanReply:
+        check_principal(principal)
+        index, inventory = await self.index(), await self._inventory()
+        groups = await self.groups(principal.username, principal.groups, principal.email)
+        namespaces: set[bytes] = await self._r.smembers(keys.NAMESPACES)  # type: ignore[assignment]
+        plan = msgspec.to_builtins(search.search_plan(
+            index, principal.username, groups, inventory, sorted(n.decode() for n in namespaces)))
+        return SearchPlanReply(hub=plan["hub"], managed_clusters=plan["managed_clusters"],
+                               sql=plan["sql"], revision=await health.revision(self._r))
+
+    async def _inventory(self) -> dict[str, dict[str, str]]:
+        rows: dict[bytes, bytes] = await self._r.hgetall(keys.CLUSTERS)  # type: ignore[assignment]
+        return {k.decode(): _labels.decode(v) for k, v in rows.items()}
 
     async def subject(self, body: bytes, review: SubjectAccessReview) -> dict[str, Any]:
         spec = review.spec
