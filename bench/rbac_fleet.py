@@ -37,6 +37,24 @@ def objects() -> list[dict[str, Any]]:
     return out
 
 
+def hub() -> dict[str, Any]:
+    return {"apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+            "metadata": {"name": "local-cluster", "labels": {"local-cluster": "true"}}}
+
+
+def search_items(n: int) -> list[dict[str, Any]]:
+    """Hub and managed-cluster results, the way ACM search returns them."""
+    kinds = (("", "pods", "Pod"), ("apps", "deployments", "Deployment"),
+             ("", "secrets", "Secret"), ("", "services", "Service"))
+    out = []
+    for i in range(n):
+        group, resource, kind = kinds[i % 4]
+        out.append({"cluster": "local-cluster" if i % 2 else f"c{i % 200}", "group": group,
+                    "resource": resource, "kind": kind, "namespace": f"ns{i % 2000}",
+                    "name": f"{resource}-{i}"})
+    return out
+
+
 def review(i: int) -> dict[str, Any]:
     return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
             "spec": {"user": f"user-{i % 700}", "groups": [f"group-{i % 90}"],
