@@ -5,7 +5,9 @@ before applying a change, whose answers the change can alter:
 
 - a binding: its old and new subjects;
 - a Role or ClusterRole: the subjects of every binding referencing it, or referencing a
-  ClusterRole that aggregates it (by its old or its new labels, followed transitively).
+  ClusterRole that aggregates it (by its old or its new labels, followed transitively);
+- a hub Namespace appearing or vanishing: the subjects of the RoleBindings inside it
+  (whose search plans enumerate it).
 """
 
 from __future__ import annotations
@@ -58,6 +60,17 @@ class RbacModel:
         for role_key in keys:
             for binding_key in self._by_role.get(role_key, ()):
                 users, groups = binding_subjects(self.bindings[binding_key])
+                affected.users.update(users)
+                affected.groups.update(groups)
+        return affected
+
+    def affected_by_namespace(self, namespace: str) -> Affected:
+        """A hub namespace appearing or vanishing changes the search plans of exactly the
+        subjects of the RoleBindings inside it (cluster-wide grants cover it either way)."""
+        affected = Affected()
+        for (kind, _), binding in self.bindings.items():
+            if kind == "rolebinding" and binding.namespace == namespace:
+                users, groups = binding_subjects(binding)
                 affected.users.update(users)
                 affected.groups.update(groups)
         return affected

@@ -86,6 +86,9 @@ class StateStore:
         raw = await self._r.hget(keys.RBAC, key)
         return msgspec.json.decode(raw, type=dict[str, Any]) if raw else None
 
+    async def has_namespace(self, name: str) -> bool:
+        return bool(await self._r.sismember(keys.NAMESPACES, name))
+
     async def cluster(self, name: str) -> dict[str, str] | None:
         raw = await self._r.hget(keys.CLUSTERS, name)
         return msgspec.json.decode(raw, type=dict[str, str]) if raw else None

@@ -220,3 +220,16 @@ async def test_search_filter_and_plan_follow_acm_semantics(system: System) -> No
     assert plan["managed_clusters"] == ["edge-1"]
     assert {"group": "", "resource": "pods", "namespaces": ["shop"], "names": "*"} in plan["hub"]
     assert "_hubClusterResource" in plan["sql"]["where"]
+
+
+async def test_a_namespace_appearing_is_announced_to_the_subjects_bound_inside_it(
+        system: System) -> None:
+    assert system.nc is not None
+    sub = await system.nc.subscribe("clearance.decisions.changed")
+    system.write("ns.yaml", {"apiVersion": "v1", "kind": "Namespace",
+                             "metadata": {"name": "shop"}})
+    msg = await sub.next_msg(timeout=5)
+    await sub.unsubscribe()
+    changed = msgspec.json.decode(msg.data)
+    assert changed["principals"] == {"users": ["system:serviceaccount:shop:bot"],
+                                     "groups": ["sre"]}

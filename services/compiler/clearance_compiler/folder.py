@@ -109,10 +109,15 @@ class Folder:
                 tx.affected = affected
             return "compiled"
         if ref.kind == "namespace":
-            # Hub namespaces: what a search plan enumerates. No cached decision depends
-            # on them, so nothing is invalidated.
+            # Hub namespaces: what a search plan enumerates. Only a namespace appearing or
+            # vanishing matters, and only to the subjects bound inside it.
+            present = event_type != "DELETED"
+            existed = await self._store.has_namespace(ref.name)
+            model = await self._rbac_model()
             async with self._store.transaction(seq) as tx:
-                tx.put_namespace(ref.name, present=event_type != "DELETED")
+                tx.put_namespace(ref.name, present=present)
+                if existed != present:
+                    tx.affected = model.affected_by_namespace(ref.name)
             return "compiled"
         # Kinds compiled by later versions (AccessPolicy, ManagedClusterSet, CRDs) still
         # advance the revision.
