@@ -422,17 +422,17 @@ class RuleView:
             if hidden is None:
                 return list(items)
             return [item for item in items if hidden(item) is None]
-        verdicts: dict[str | None, bool] = {}
-        rule = self._namespace_rule
-
-        def namespace_ok(item: Item) -> bool:
-            if kind == "operators" and item.namespaces:
-                return rule(kind, item)
-            verdict = verdicts.get(item.namespace)
-            if verdict is None:
-                verdict = verdicts[item.namespace] = rule(kind, item)
-            return verdict
-
+        items = list(items)
+        if kind == "operators":
+            # Operators may be available in many namespaces: decided per item.
+            return [item for item in items if self._namespace_rule(kind, item)
+                    and (hidden is None or hidden(item) is None)]
+        # Every other namespaced kind lives in one namespace: decide each distinct
+        # namespace once, then a dict lookup per item.
+        verdicts = {
+            namespace: self.namespace_visible(namespace)
+            for namespace in {item.namespace for item in items}
+        }
         if hidden is None:
-            return [item for item in items if namespace_ok(item)]
-        return [item for item in items if namespace_ok(item) and hidden(item) is None]
+            return [item for item in items if verdicts[item.namespace]]
+        return [item for item in items if verdicts[item.namespace] and hidden(item) is None]
