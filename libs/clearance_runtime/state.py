@@ -97,6 +97,12 @@ class StateStore:
         raw = await self._r.hget(keys.GROUPS, name)
         return msgspec.json.decode(raw, type=list[str]) if raw else None
 
+    async def advance(self, seq: int) -> None:
+        """An event that changes no state (malformed, or a kind not compiled) still moves
+        the checkpoint and leaves an empty change record: the revision keeps moving."""
+        async with self.transaction(seq):
+            return
+
     @contextlib.asynccontextmanager
     async def transaction(self, seq: int) -> AsyncIterator[Transaction]:
         """Everything one event changes, committed in one MULTI with the checkpoint and

@@ -73,8 +73,7 @@ class Folder:
             metrics.MALFORMED.labels(where="compiler").inc()
             metrics.EVENTS_COMPILED.labels(kind="unknown", outcome="malformed").inc()
             log.warning("event_malformed", seq=seq, error=str(exc))
-            async with self._store.transaction(seq):
-                pass  # the revision advances; nothing else changes
+            await self._store.advance(seq)
             return
         outcome = await self._fold(seq, event.type, event.object, ref)
         metrics.EVENTS_COMPILED.labels(kind=ref.kind, outcome=outcome).inc()
@@ -121,8 +120,7 @@ class Folder:
             return "compiled"
         # Kinds compiled by later versions (AccessPolicy, ManagedClusterSet, CRDs) still
         # advance the revision.
-        async with self._store.transaction(seq):
-            pass
+        await self._store.advance(seq)
         return "ignored"
 
     def reset(self) -> None:

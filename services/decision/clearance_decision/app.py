@@ -7,6 +7,7 @@ Runs any number of replicas: every subject is served in the queue group
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
@@ -158,14 +159,13 @@ class DecisionService:
         fast: list[tuple[int, CheckRequest, str]] = []
         if self._cache.enabled:
             for index, body in enumerate(bodies):
-                try:
+                # A bad request is answered with its error by the slow path.
+                with contextlib.suppress(RequestError):
                     request = decode_request(_check, body)
                     if request.min_revision is None:
                         fast.append((index, request, self._decider.cache_key(
                             request.principal,
                             BatchItem(action=request.action, resource=request.resource))))
-                except RequestError:
-                    pass  # answered with its error by the slow path
         if fast:
             revision, blobs = await self._cache.lookup([key for _, _, key in fast])
             for (index, request, _), blob in zip(fast, blobs, strict=True):
