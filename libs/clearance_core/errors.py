@@ -12,7 +12,8 @@ crosses the wire: the compiler turns it into the object's status.
     │   ├── Stale             stale
     │   ├── Unavailable       unavailable
     │   └── Internal          internal
-    └── InvalidObject         a watched object that cannot take effect
+    ├── InvalidObject         a watched object (or manifest file) that cannot take effect
+    └── GoneError             (watcher) a watch's resourceVersion expired: relist
 """
 
 from __future__ import annotations

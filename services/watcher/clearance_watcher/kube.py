@@ -41,6 +41,7 @@ import kubernetes.config
 import kubernetes.watch
 from kubernetes.client import ApiException
 
+from clearance_core.errors import ClearanceError
 from clearance_core.kinds import KINDS
 from clearance_runtime import logs
 
@@ -65,7 +66,7 @@ class LedgerLike(Protocol):
     async def apply(self, event_type: str, obj: dict[str, Any]) -> None: ...
 
 
-class GoneError(Exception):
+class GoneError(ClearanceError):
     """The watched resourceVersion left the server's history: only a LIST can resume."""
 
 

@@ -30,23 +30,19 @@ class Sink(Protocol):
     async def sync(self, objects: Any, *, kinds: Any) -> None: ...
 
 
-class FileError(Exception):
-    pass
-
-
 def parse_file(path: Path) -> list[dict[str, Any]]:
-    """All objects of one file, or FileError: a file is taken whole or not at all."""
+    """All objects of one file, or InvalidObject: a file is taken whole or not at all."""
     try:
         text = path.read_text(encoding="utf-8")
         documents = list(yaml.safe_load_all(text))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise FileError(f"cannot read: {exc}") from None
+        raise InvalidObject(f"cannot read: {exc}") from None
     objects: list[dict[str, Any]] = []
     for position, document in enumerate(documents):
         if document is None:  # empty document between '---' separators
             continue
         if not isinstance(document, dict):
-            raise FileError(f"document {position} is not a mapping")
+            raise InvalidObject(f"document {position} is not a mapping")
         if document.get("kind") == "List" and isinstance(document.get("items"), list):
             candidates = document["items"]
         else:
@@ -56,7 +52,7 @@ def parse_file(path: Path) -> list[dict[str, Any]]:
                 ref_of(obj)
             except (InvalidObject, AttributeError) as exc:
                 message = getattr(exc, "message", str(exc))
-                raise FileError(f"document {position}: {message}") from None
+                raise InvalidObject(f"document {position}: {message}") from None
             objects.append(obj)
     return objects
 
@@ -98,9 +94,9 @@ class ManifestSource:
             changed = True
             try:
                 self._good[path] = parse_file(path)
-            except FileError as exc:
+            except InvalidObject as exc:
                 metrics.MALFORMED.labels(where="manifest").inc()
-                log.warning("manifest_skipped", file=str(path), error=str(exc))
+                log.warning("manifest_skipped", file=str(path), error=exc.message)
         return changed
 
     def snapshot(self) -> list[dict[str, Any]]:
