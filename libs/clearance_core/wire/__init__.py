@@ -1,0 +1,185 @@
+"""The public wire contract: every message that crosses NATS, as msgspec Structs.
+
+These Structs are the only wire types of Clearance. ``proto-schemas/`` is generated
+from them (``clearance schemas``) and a test fails when the two drift apart.
+
+Requests ignore unknown fields (forward compatibility); a wrong type, a missing
+required field or a value outside an enumeration is a ``bad_request``.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from clearance_core.wire.common import (
+    Action,
+    DecisionKind,
+    ErrorBody,
+    ErrorReply,
+    EventType,
+    FieldValue,
+    Principal,
+    RequestBase,
+    Resource,
+)
+from clearance_core.wire.decisions import (
+    BatchItem,
+    BatchReply,
+    BatchRequest,
+    CacheClearReply,
+    CacheClearRequest,
+    CacheStatus,
+    CheckRequest,
+    CheckResult,
+    ClusterPermissions,
+    PermissionsReply,
+    PoliciesReply,
+    PolicySummary,
+    PrincipalRequest,
+    ServiceStatus,
+    StatusReply,
+    StatusRequest,
+    TraceStep,
+)
+from clearance_core.wire.events import (
+    ChangedPrincipals,
+    DecisionsChanged,
+    Event,
+)
+from clearance_core.wire.lists import (
+    CustomTypesReply,
+    CustomTypesRequest,
+    FilterReply,
+    FilterRequest,
+    ListItem,
+    MetricsReply,
+    MetricsRequest,
+    NamespaceMetrics,
+    NodeMetrics,
+)
+from clearance_core.wire.reviews import (
+    NonResourceAttributes,
+    ResourceAttributes,
+    ResourceReviewReply,
+    ResourceReviewRequest,
+    RulesReviewReply,
+    RulesReviewRequest,
+    RulesReviewSpec,
+    RulesReviewStatus,
+    SearchFilterReply,
+    SearchFilterRequest,
+    SearchPlanReply,
+    SearchResult,
+    SubjectAccessReview,
+    SubjectAccessReviewSpec,
+)
+
+# Subjects -----------------------------------------------------------------------------
+
+EVENTS_STREAM = "CLEARANCE_EVENTS"
+EVENTS_SUBJECTS = "clearance.events.>"
+SUBJECT_CHECK = "clearance.v1.check"
+SUBJECT_BATCH = "clearance.v1.check.batch"
+SUBJECT_STATUS = "clearance.v1.status"
+SUBJECT_FILTER = "clearance.v1.filter"
+SUBJECT_METRICS = "clearance.v1.metrics"
+SUBJECT_CUSTOM_TYPES = "clearance.v1.custom-types"
+SUBJECT_REVIEW_SUBJECT = "clearance.v1.review.subject"
+SUBJECT_REVIEW_RULES = "clearance.v1.review.rules"
+SUBJECT_REVIEW_RESOURCE = "clearance.v1.review.resource"
+SUBJECT_SEARCH_FILTER = "clearance.v1.search.filter"
+SUBJECT_SEARCH_PLAN = "clearance.v1.search.plan"
+SUBJECT_PERMISSIONS = "clearance.v1.permissions"
+SUBJECT_POLICIES = "clearance.v1.policies"
+SUBJECT_CACHE_CLEAR = "clearance.v1.cache.clear"
+SUBJECT_DECISIONS_CHANGED = "clearance.decisions.changed"
+
+#: Every request Struct with the subject it is served on (used by the schema generator).
+REQUESTS: dict[str, tuple[type[msgspec.Struct], type[msgspec.Struct]]] = {
+    SUBJECT_CHECK: (CheckRequest, CheckResult),
+    SUBJECT_BATCH: (BatchRequest, BatchReply),
+    SUBJECT_STATUS: (StatusRequest, StatusReply),
+    SUBJECT_FILTER: (FilterRequest, FilterReply),
+    SUBJECT_METRICS: (MetricsRequest, MetricsReply),
+    SUBJECT_CUSTOM_TYPES: (CustomTypesRequest, CustomTypesReply),
+    SUBJECT_REVIEW_SUBJECT: (SubjectAccessReview, SubjectAccessReview),
+    SUBJECT_REVIEW_RULES: (RulesReviewRequest, RulesReviewReply),
+    SUBJECT_REVIEW_RESOURCE: (ResourceReviewRequest, ResourceReviewReply),
+    SUBJECT_SEARCH_FILTER: (SearchFilterRequest, SearchFilterReply),
+    SUBJECT_SEARCH_PLAN: (PrincipalRequest, SearchPlanReply),
+    SUBJECT_PERMISSIONS: (PrincipalRequest, PermissionsReply),
+    SUBJECT_POLICIES: (PrincipalRequest, PoliciesReply),
+    SUBJECT_CACHE_CLEAR: (CacheClearRequest, CacheClearReply),
+}
+
+__all__ = [
+    "EVENTS_STREAM",
+    "EVENTS_SUBJECTS",
+    "SUBJECT_BATCH",
+    "SUBJECT_CACHE_CLEAR",
+    "SUBJECT_CHECK",
+    "SUBJECT_CUSTOM_TYPES",
+    "SUBJECT_DECISIONS_CHANGED",
+    "SUBJECT_FILTER",
+    "SUBJECT_METRICS",
+    "SUBJECT_PERMISSIONS",
+    "SUBJECT_POLICIES",
+    "SUBJECT_REVIEW_RESOURCE",
+    "SUBJECT_REVIEW_RULES",
+    "SUBJECT_REVIEW_SUBJECT",
+    "SUBJECT_SEARCH_FILTER",
+    "SUBJECT_SEARCH_PLAN",
+    "SUBJECT_STATUS",
+    "Action",
+    "BatchItem",
+    "BatchReply",
+    "BatchRequest",
+    "CacheClearReply",
+    "CacheClearRequest",
+    "CacheStatus",
+    "ChangedPrincipals",
+    "CheckRequest",
+    "CheckResult",
+    "ClusterPermissions",
+    "CustomTypesReply",
+    "CustomTypesRequest",
+    "DecisionKind",
+    "DecisionsChanged",
+    "ErrorBody",
+    "ErrorReply",
+    "Event",
+    "EventType",
+    "FieldValue",
+    "FilterReply",
+    "FilterRequest",
+    "ListItem",
+    "MetricsReply",
+    "MetricsRequest",
+    "NamespaceMetrics",
+    "NodeMetrics",
+    "NonResourceAttributes",
+    "PermissionsReply",
+    "PoliciesReply",
+    "PolicySummary",
+    "Principal",
+    "PrincipalRequest",
+    "RequestBase",
+    "Resource",
+    "ResourceAttributes",
+    "ResourceReviewReply",
+    "ResourceReviewRequest",
+    "RulesReviewReply",
+    "RulesReviewRequest",
+    "RulesReviewSpec",
+    "RulesReviewStatus",
+    "SearchFilterReply",
+    "SearchFilterRequest",
+    "SearchPlanReply",
+    "SearchResult",
+    "ServiceStatus",
+    "StatusReply",
+    "StatusRequest",
+    "SubjectAccessReview",
+    "SubjectAccessReviewSpec",
+    "TraceStep",
+]

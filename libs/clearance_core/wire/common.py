@@ -1,0 +1,49 @@
+"""Principals, resources, request fields and errors shared by every subject."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+Action = Literal["view", "view_metrics"]
+DecisionKind = Literal["allow", "deny", "partial"]
+EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+FieldValue = str | int | float | bool | None
+
+
+class Principal(msgspec.Struct, kw_only=True, frozen=True):
+    """Who is asking, as asserted by the calling service (CONTRACT section 2)."""
+
+    username: str
+    groups: list[str] = []
+    email: str | None = None
+
+
+class Resource(msgspec.Struct, kw_only=True, frozen=True):
+    """What is asked about. ``cluster`` defaults to ``name`` for ``type: cluster``."""
+
+    type: str
+    name: str = "*"
+    cluster: str | None = None
+    namespace: str | None = None
+    labels: dict[str, str] = {}
+    fields: dict[str, FieldValue] = {}
+
+
+class RequestBase(msgspec.Struct, kw_only=True):
+    """Fields every request subject accepts (CONTRACT section 0)."""
+
+    request_id: str | None = None
+    min_revision: int | None = None
+    timeout_ms: int | None = None
+
+
+class ErrorBody(msgspec.Struct, kw_only=True):
+    code: Literal["bad_request", "not_found", "stale", "unavailable", "internal"]
+    message: str
+
+
+class ErrorReply(msgspec.Struct, kw_only=True):
+    error: ErrorBody
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET

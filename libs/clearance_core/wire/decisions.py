@@ -1,0 +1,142 @@
+"""Checks, batches, status and the principal-wide views (CONTRACT sections 1, 4)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from clearance_core.wire.common import Action, DecisionKind, Principal, RequestBase, Resource
+
+
+class CheckRequest(RequestBase, kw_only=True):
+    """``clearance.v1.check``."""
+
+    principal: Principal
+    action: Action
+    resource: Resource
+    explain: bool = False
+
+
+class BatchItem(msgspec.Struct, kw_only=True, frozen=True):
+    action: Action
+    resource: Resource
+
+
+class BatchRequest(RequestBase, kw_only=True):
+    """``clearance.v1.check.batch``: many checks for one principal, answered in order."""
+
+    principal: Principal
+    checks: list[BatchItem]
+    explain: bool = False
+
+
+class StatusRequest(RequestBase, kw_only=True):
+    """``clearance.v1.status``."""
+
+
+class PrincipalRequest(RequestBase, kw_only=True):
+    """``clearance.v1.permissions`` and ``clearance.v1.policies``."""
+
+    principal: Principal
+
+
+class ClusterPermissions(msgspec.Struct, kw_only=True):
+    decision: DecisionKind
+    permissions: list[Action]
+
+
+class PermissionsReply(msgspec.Struct, kw_only=True):
+    clusters: dict[str, ClusterPermissions]
+    revision: int
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class PolicySummary(msgspec.Struct, kw_only=True):
+    name: str
+    namespace: str
+    priority: int
+    effect: str
+    enabled: bool
+    valid: bool
+    in_force: bool
+    matched_by: str
+
+
+class PoliciesReply(msgspec.Struct, kw_only=True):
+    policies: list[PolicySummary]
+    revision: int
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class CacheClearRequest(RequestBase, kw_only=True):
+    """``clearance.v1.cache.clear``: one principal's cached decisions, or all."""
+
+    principal: Principal | None = None
+
+
+class CacheClearReply(msgspec.Struct, kw_only=True):
+    cleared: int
+    revision: int
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class TraceStep(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One candidate policy in an explanation, in evaluation order.
+
+    ``outcome`` is ``skipped`` (with ``reason`` one of ``disabled``, ``invalid``,
+    ``not_yet_valid``, ``expired``, ``invalid_time``), ``no_match`` (no rule and no
+    default matched the cluster), ``matched`` (a rule matched but another step decides)
+    or ``decided``.
+    """
+
+    policy: str
+    priority: int
+    effect: str
+    outcome: Literal["skipped", "no_match", "matched", "decided"]
+    reason: str
+    rule: int | None = None
+    selector: str | None = None
+    #: For a concrete item: the filter dimension that hid it (names, namespaces, labels,
+    #: fields.<f>, visibility, namespace (the namespace rule), unlisted).
+    hidden_by: str | None = None
+
+
+class CheckResult(msgspec.Struct, kw_only=True):
+    """The answer to one check (``clearance.v1.check`` and each batch entry)."""
+
+    decision: DecisionKind
+    allowed: bool
+    reason: str
+    policy: str | None = None
+    permissions: list[Action] = []
+    filters: dict[str, Any] | None = None
+    cached: bool = False
+    trace: list[TraceStep] | msgspec.UnsetType = msgspec.UNSET
+    revision: int | msgspec.UnsetType = msgspec.UNSET
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class BatchReply(msgspec.Struct, kw_only=True):
+    results: list[CheckResult]
+    revision: int
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class ServiceStatus(msgspec.Struct, kw_only=True):
+    revision: int
+    healthy: bool
+
+
+class CacheStatus(msgspec.Struct, kw_only=True):
+    entries: int
+    hits: int
+    misses: int
+
+
+class StatusReply(msgspec.Struct, kw_only=True):
+    revision: int
+    services: dict[str, ServiceStatus]
+    policies: int
+    cache: CacheStatus
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET

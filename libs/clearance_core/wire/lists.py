@@ -1,0 +1,87 @@
+"""Filtered lists, cluster metrics and custom types (CONTRACT sections 3, 4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from clearance_core.wire.common import DecisionKind, FieldValue, Principal, RequestBase
+
+
+class ListItem(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
+    """One item of a list a UI is about to show (``clearance.v1.filter``)."""
+
+    name: str
+    namespace: str | None = None
+    labels: dict[str, str] = {}
+    fields: dict[str, FieldValue] = {}
+    #: For operators: the namespaces the operator is available in (``["*"]``: all).
+    namespaces: list[str] | None = None
+
+
+class FilterRequest(RequestBase, kw_only=True):
+    """``clearance.v1.filter``."""
+
+    principal: Principal
+    cluster: str
+    type: str
+    items: list[ListItem]
+    aggregations: dict[str, Any] | None = None
+
+
+class FilterReply(msgspec.Struct, kw_only=True):
+    decision: DecisionKind
+    items: list[ListItem]
+    total: int
+    visible: int
+    aggregations: dict[str, Any] | None
+    revision: int
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class NamespaceMetrics(msgspec.Struct, kw_only=True, frozen=True):
+    name: str
+    labels: dict[str, str] = {}
+    pods: int = 0
+    pods_running: int = 0
+    deployments: int = 0
+    services: int = 0
+
+
+class NodeMetrics(msgspec.Struct, kw_only=True, frozen=True):
+    name: str
+    labels: dict[str, str] = {}
+    ready: bool = False
+    cpu_capacity: float = 0
+    memory_capacity: float = 0
+
+
+class MetricsRequest(RequestBase, kw_only=True):
+    """``clearance.v1.metrics``: cluster metrics recomputed from what may be seen."""
+
+    principal: Principal
+    cluster: str
+    namespaces: list[NamespaceMetrics] = []
+    nodes: list[NodeMetrics] = []
+
+
+class MetricsReply(msgspec.Struct, kw_only=True):
+    decision: DecisionKind
+    metrics: dict[str, float]
+    filtered: bool
+    revision: int
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class CustomTypesRequest(RequestBase, kw_only=True):
+    """``clearance.v1.custom-types``."""
+
+    principal: Principal
+    cluster: str | None = None
+
+
+class CustomTypesReply(msgspec.Struct, kw_only=True):
+    types: list[str]
+    revision: int
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET

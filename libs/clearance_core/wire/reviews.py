@@ -1,0 +1,118 @@
+"""Kubernetes access reviews and ACM search (CONTRACT section 5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from clearance_core.wire.common import Principal, RequestBase
+
+
+class ResourceAttributes(msgspec.Struct, kw_only=True, rename="camel"):
+    namespace: str = ""
+    verb: str = ""
+    group: str = ""
+    version: str = ""
+    resource: str = ""
+    subresource: str = ""
+    name: str = ""
+
+
+class NonResourceAttributes(msgspec.Struct, kw_only=True):
+    path: str = ""
+    verb: str = ""
+
+
+class SubjectAccessReviewSpec(msgspec.Struct, kw_only=True, rename="camel"):
+    resource_attributes: ResourceAttributes | None = None
+    non_resource_attributes: NonResourceAttributes | None = None
+    user: str = ""
+    groups: list[str] = []
+    uid: str = ""
+    extra: dict[str, list[str]] = {}
+
+
+class SubjectAccessReview(RequestBase, kw_only=True, rename={"api_version": "apiVersion"}):
+    """``clearance.v1.review.subject``: what a Kubernetes client sends to an API server."""
+
+    api_version: str = "authorization.k8s.io/v1"
+    kind: str = "SubjectAccessReview"
+    spec: SubjectAccessReviewSpec
+
+
+class RulesReviewSpec(msgspec.Struct, kw_only=True):
+    namespace: str = ""
+
+
+class RulesReviewRequest(RequestBase, kw_only=True):
+    """``clearance.v1.review.rules`` (SelfSubjectRulesReview shape, for any subject)."""
+
+    spec: RulesReviewSpec = msgspec.field(default_factory=RulesReviewSpec)
+    user: str
+    groups: list[str] = []
+
+
+class RulesReviewStatus(msgspec.Struct, kw_only=True, rename="camel"):
+    resource_rules: list[dict[str, Any]]
+    non_resource_rules: list[dict[str, Any]]
+    incomplete: bool = False
+    evaluation_error: str | msgspec.UnsetType = msgspec.UNSET
+
+
+class RulesReviewReply(msgspec.Struct, kw_only=True):
+    status: RulesReviewStatus
+    revision: int
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class ResourceReviewRequest(RequestBase, kw_only=True):
+    """``clearance.v1.review.resource``: who can (ResourceAccessReview)."""
+
+    verb: str
+    resource: str
+    group: str = ""
+    namespace: str = ""
+    name: str = ""
+    subresource: str = ""
+
+
+class ResourceReviewReply(msgspec.Struct, kw_only=True):
+    users: list[str]
+    groups: list[str]
+    revision: int
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class SearchResult(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
+    """One ACM search result (``clearance.v1.search.filter``)."""
+
+    cluster: str
+    group: str = ""
+    resource: str
+    kind: str | None = None
+    namespace: str | None = None
+    name: str
+
+
+class SearchFilterRequest(RequestBase, kw_only=True):
+    principal: Principal
+    items: list[SearchResult]
+
+
+class SearchFilterReply(msgspec.Struct, kw_only=True):
+    items: list[SearchResult]
+    total: int
+    visible: int
+    revision: int
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class SearchPlanReply(msgspec.Struct, kw_only=True):
+    """``clearance.v1.search.plan``: the same rules as a query plan and SQL."""
+
+    hub: list[dict[str, Any]]
+    managed_clusters: list[str]
+    sql: dict[str, Any]
+    revision: int
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET
