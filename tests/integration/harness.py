@@ -24,9 +24,10 @@ from clearance_runtime.settings import Settings
 
 class System:
     def __init__(self, nats_url: str, redis_url: str, manifests: Path | None, *,
-                 cache_ttl: int = 300) -> None:
+                 cache_ttl: int = 300, kubeconfig: Path | None = None) -> None:
         self.settings = Settings(nats_url=nats_url, redis_url=redis_url, manifests=manifests,
-                                 decision_cache_ttl=cache_ttl, manifest_poll_seconds=0.05)
+                                 decision_cache_ttl=cache_ttl, manifest_poll_seconds=0.05,
+                                 kubeconfig=kubeconfig, kubernetes=kubeconfig is not None)
         self.manifests = manifests
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.nc: Client | None = None

@@ -55,7 +55,7 @@ class Compiler:
             except asyncio.CancelledError:
                 raise
             except (redis.exceptions.RedisError, nats.errors.Error, OSError) as exc:
-                log.warning("compiler_retrying", error=str(exc))
+                log.warning("compiler_retrying", error=repr(exc))
                 await asyncio.sleep(0.5)
 
     async def _subscribe(self, checkpoint: int) -> JetStreamContext.PullSubscription:
