@@ -37,7 +37,7 @@ def test_up_answers_the_example_question_and_stops_cleanly(tmp_path: Path) -> No
                 env=env, capture_output=True, text=True, timeout=30, check=False)
             if done.returncode == 0:
                 reply = json.loads(done.stdout)
-                if reply.get("revision", 0) >= 16:  # every example loaded
+                if reply.get("revision", 0) >= 25:  # every example loaded
                     break
             assert time.monotonic() < deadline, done.stderr
             time.sleep(0.2)
