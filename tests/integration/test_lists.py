@@ -190,6 +190,11 @@ async def test_field_filter_on_a_non_filterable_field_invalidates_the_policy(
     assert (await filter_(system, "alice", "pvc", PVCS, min_revision=revision))["visible"] == 3
 
 
+async def test_a_list_of_clusters_is_refused_not_shown(system: System) -> None:
+    reply = await filter_(system, "alice", "clusters", [{"name": "prod-east"}, {"name": "x"}])
+    assert reply["error"]["code"] == "bad_request"
+
+
 @pytest.mark.parametrize("items", [
     [{"name": "x", "labels": {"a": 1}}],
     [{"name": 7}],

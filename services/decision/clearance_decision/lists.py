@@ -60,6 +60,11 @@ class Lists:
             raise BadRequest(f"at most {MAX_ITEMS} items per request; send chunks")
         if not request.type or not request.cluster:
             raise BadRequest("type and cluster must be non-empty")
+        if plural(request.type) == "clusters":
+            # A list of clusters is not a list inside one cluster: answering it with that
+            # cluster's rule would show every cluster. Fail closed; point to the right tool.
+            raise BadRequest("type clusters: use clearance.v1.permissions or "
+                             "clearance.v1.check.batch to filter a list of clusters")
         snapshot, identity = await principal_snapshot(
             self._reader, request.principal, clusters=[request.cluster])
         kind = plural(request.type)
