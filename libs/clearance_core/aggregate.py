@@ -111,15 +111,30 @@ def number_of(value: Any) -> int | float | None:
 # Compilation ---------------------------------------------------------------------------
 
 
-def _condition(raw: Any, where: str) -> Condition:
+def _mapping(raw: Any, where: str) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise InvalidObject(f"{where} must be an object")
-    field = raw.get("field")
-    if not isinstance(field, str) or not field:
-        raise InvalidObject(f"{where}.field must be a non-empty string")
-    operator = raw.get("operator")
-    if operator not in OPERATORS:
-        raise InvalidObject(f"{where}.operator must be one of {', '.join(OPERATORS)}")
+    return raw
+
+
+def _name(raw: dict[str, Any], key: str, where: str) -> str:
+    value = raw.get(key)
+    if not isinstance(value, str) or not value:
+        raise InvalidObject(f"{where}.{key} must be a non-empty string")
+    return value
+
+
+def _choice(raw: dict[str, Any], key: str, choices: tuple[str, ...], where: str) -> Any:
+    value = raw.get(key)
+    if value not in choices:
+        raise InvalidObject(f"{where}.{key} must be one of {', '.join(choices)}")
+    return value
+
+
+def _condition(raw: Any, where: str) -> Condition:
+    raw = _mapping(raw, where)
+    field = _name(raw, "field", where)
+    operator = _choice(raw, "operator", OPERATORS, where)
     value = raw.get("value")
     if operator in ("greaterThan", "lessThan"):
         number = number_of(value)
@@ -148,14 +163,9 @@ def _condition(raw: Any, where: str) -> Condition:
 def compile_aggregation(raw: Any, path: str = "") -> Aggregation:
     """Validate and compile one ``spec.aggregations`` entry. Raises InvalidObject."""
     where = path or "aggregation"
-    if not isinstance(raw, dict):
-        raise InvalidObject(f"{where} must be an object")
-    name = raw.get("name")
-    if not isinstance(name, str) or not name:
-        raise InvalidObject(f"{where}.name must be a non-empty string")
-    function = raw.get("function")
-    if function not in FUNCTIONS:
-        raise InvalidObject(f"{where}.function must be one of {', '.join(FUNCTIONS)}")
+    raw = _mapping(raw, where)
+    name = _name(raw, "name", where)
+    function = _choice(raw, "function", FUNCTIONS, where)
     field = raw.get("field") or None
     if field is not None and not isinstance(field, str):
         raise InvalidObject(f"{where}.field must be a string")
