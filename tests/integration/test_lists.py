@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from tests.conftest import Servers
@@ -220,3 +221,25 @@ async def test_a_hundred_thousand_items_in_one_request(system: System) -> None:
     assert reply["total"] == 100_000
     assert reply["visible"] == sum(1 for i in range(100_000) if i % 3)
     assert not math.isnan(reply["visible"])
+
+
+async def test_policy_status_reports_state_conditions_and_warnings(system: System) -> None:
+    async def status(name: str, kind: str = "MonitorAccessPolicy") -> dict[str, Any]:
+        return await system.request("clearance.v1.policy-status",
+                                    {"kind": kind, "namespace": "ns", "name": name})
+
+    team = await status("team")
+    assert (team["state"], team["warnings"]) == ("Active", [])
+    assert [(c["type"], c["status"]) for c in team["conditions"]] == [
+        ("Compiled", "True"), ("Active", "True")]
+    assert (await status("dan-dev"))["warnings"] == ["custom type 'certs' has no MetricSource"]
+    assert (await status("nope"))["error"]["code"] == "not_found"
+    assert (await status("team", kind="AccessPolicy"))["error"]["code"] == "bad_request"
+    assert system.nc is not None
+    sub = await system.nc.subscribe("clearance.status.monitoraccesspolicy.ns.team")
+    system.write("inventory.yaml", cluster("prod-east"), cluster("dev-1"),
+                 metricsource(filterable=["phase"]))
+    event = msgspec.json.decode((await sub.next_msg(timeout=5)).data)
+    await sub.unsubscribe()
+    assert event["state"] == "Error" and "filterableFields" in event["message"]
+    assert (await status("team"))["conditions"][0]["reason"] == "Invalid"

@@ -34,9 +34,12 @@ from clearance_core.wire.decisions import (
     ClusterPermissions,
     PermissionsReply,
     PoliciesReply,
+    PolicyStatus,
+    PolicyStatusRequest,
     PolicySummary,
     PrincipalRequest,
     ServiceStatus,
+    StatusCondition,
     StatusReply,
     StatusRequest,
     TraceStep,
@@ -92,6 +95,7 @@ SUBJECT_SEARCH_PLAN = "clearance.v1.search.plan"
 SUBJECT_PERMISSIONS = "clearance.v1.permissions"
 SUBJECT_POLICIES = "clearance.v1.policies"
 SUBJECT_CACHE_CLEAR = "clearance.v1.cache.clear"
+SUBJECT_POLICY_STATUS = "clearance.v1.policy-status"
 SUBJECT_DECISIONS_CHANGED = "clearance.decisions.changed"
 
 #: Every request Struct with the subject it is served on (used by the schema generator).
@@ -110,6 +114,7 @@ REQUESTS: dict[str, tuple[type[msgspec.Struct], type[msgspec.Struct]]] = {
     SUBJECT_PERMISSIONS: (PrincipalRequest, PermissionsReply),
     SUBJECT_POLICIES: (PrincipalRequest, PoliciesReply),
     SUBJECT_CACHE_CLEAR: (CacheClearRequest, CacheClearReply),
+    SUBJECT_POLICY_STATUS: (PolicyStatusRequest, PolicyStatus),
 }
 
 __all__ = [
@@ -124,6 +129,7 @@ __all__ = [
     "SUBJECT_METRICS",
     "SUBJECT_PERMISSIONS",
     "SUBJECT_POLICIES",
+    "SUBJECT_POLICY_STATUS",
     "SUBJECT_REVIEW_RESOURCE",
     "SUBJECT_REVIEW_RULES",
     "SUBJECT_REVIEW_SUBJECT",
@@ -160,6 +166,8 @@ __all__ = [
     "NonResourceAttributes",
     "PermissionsReply",
     "PoliciesReply",
+    "PolicyStatus",
+    "PolicyStatusRequest",
     "PolicySummary",
     "Principal",
     "PrincipalRequest",
@@ -177,6 +185,7 @@ __all__ = [
     "SearchPlanReply",
     "SearchResult",
     "ServiceStatus",
+    "StatusCondition",
     "StatusReply",
     "StatusRequest",
     "SubjectAccessReview",

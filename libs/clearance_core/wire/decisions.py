@@ -140,3 +140,30 @@ class StatusReply(msgspec.Struct, kw_only=True):
     policies: int
     cache: CacheStatus
     request_id: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class PolicyStatusRequest(RequestBase, kw_only=True):
+    """``clearance.v1.policy-status`` (this version serves MonitorAccessPolicy)."""
+
+    kind: str
+    namespace: str = ""
+    name: str
+
+
+class StatusCondition(msgspec.Struct, kw_only=True):
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str
+    message: str
+
+
+class PolicyStatus(msgspec.Struct, kw_only=True):
+    """A MonitorAccessPolicy's status, as ClusterPulse reports it; also the body of
+    ``clearance.status.monitoraccesspolicy.<namespace>.<name>`` events."""
+
+    state: Literal["Active", "Inactive", "Error", "Expired", "Deleted"]
+    message: str
+    conditions: list[StatusCondition] = []
+    warnings: list[str] = []
+    revision: int = 0
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET

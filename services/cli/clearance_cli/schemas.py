@@ -37,6 +37,8 @@ CHANNELS: list[tuple[str, type[msgspec.Struct], type[msgspec.Struct] | None, str
      "ACM search results filtered by RBAC (hub) and managedclusterviews (managed)."),
     (wire.SUBJECT_SEARCH_PLAN, wire.PrincipalRequest, wire.SearchPlanReply,
      "The same rules as a query plan with SQL for the ACM search schema."),
+    (wire.SUBJECT_POLICY_STATUS, wire.PolicyStatusRequest, wire.PolicyStatus,
+     "A MonitorAccessPolicy's state, message, conditions and warnings."),
     (wire.SUBJECT_PERMISSIONS, wire.PrincipalRequest, wire.PermissionsReply,
      "What the principal may do on every cluster of the inventory."),
     (wire.SUBJECT_POLICIES, wire.PrincipalRequest, wire.PoliciesReply,

@@ -13,14 +13,15 @@ from typing import Any
 import msgspec
 from nats.aio.client import Client
 
+from clearance_core import status
 from clearance_core.errors import InvalidObject
-from clearance_core.fold import fold_cluster, fold_group, fold_policy, policy_state
+from clearance_core.fold import fold_cluster, fold_group, fold_policy
 from clearance_core.kinds import ObjectRef, ref_of
-from clearance_core.metricsource import CompiledSource, compile_source, missing_sources
+from clearance_core.metricsource import CompiledSource, compile_source
 from clearance_core.policy import CompiledPolicy
 from clearance_core.rbac import Binding, Role, RoleKey, parse_binding, parse_role
 from clearance_core.rbac_changes import RbacModel
-from clearance_core.wire import Event
+from clearance_core.wire import Event, PolicyStatus
 from clearance_runtime import logs, metrics
 from clearance_runtime.state import StateStore
 
@@ -49,14 +50,6 @@ def _apply_rbac(model: RbacModel, obj: dict[str, Any], *, present: bool) -> None
             model.put_role(RoleKey(ROLE_KINDS[ref.kind], ref.namespace, ref.name), None)
         else:
             model.put_binding((ref.kind, f"{ref.namespace}/{ref.name}"), None)
-
-
-class PolicyStatus(msgspec.Struct, kw_only=True):
-    state: str
-    message: str
-    revision: int
-    warnings: list[str] = []
-    conditions: list[dict[str, str]] = []
 
 
 class Folder:
@@ -228,20 +221,16 @@ class Folder:
         seq: int,
     ) -> None:
         if policy is None:
-            await self._publish_status(ref, PolicyStatus(state="Deleted", message="deleted",
-                                                         revision=seq))
+            await self._publish_status(ref, status.deleted(seq))
             return
-        state, message = policy_state(policy, time.time())
-        warnings = [f"custom type {t!r} has no MetricSource"
-                    for t in missing_sources(policy, sources)]
-        await self._publish_status(ref, PolicyStatus(state=state, message=message,
-                                                     revision=seq, warnings=warnings))
+        await self._publish_status(ref, status.policy_status(policy, sources, now=time.time(),
+                                                             revision=seq))
         if not policy.valid:
             log.warning("policy_invalid", policy=policy.key, seq=seq, error=policy.error)
 
-    async def _publish_status(self, ref: ObjectRef, status: PolicyStatus) -> None:
+    async def _publish_status(self, ref: ObjectRef, body: PolicyStatus) -> None:
         subject = f"clearance.status.{ref.kind}.{ref.namespace or '_'}.{ref.name}"
         try:
-            await self._nc.publish(subject, _encode(status))
+            await self._nc.publish(subject, _encode(body))
         except Exception as exc:
             log.warning("status_publish_failed", subject=subject, error=str(exc))

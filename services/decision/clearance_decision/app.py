@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
@@ -16,8 +17,9 @@ import redis.asyncio as aioredis
 import redis.exceptions
 from nats.aio.client import Client
 
-from clearance_core.errors import BadRequest, RequestError, Unavailable
+from clearance_core.errors import BadRequest, NotFound, RequestError, Unavailable
 from clearance_core.resources import principal_digest
+from clearance_core.status import policy_status as status_of
 from clearance_core.wire import (
     SUBJECT_BATCH,
     SUBJECT_CACHE_CLEAR,
@@ -27,6 +29,7 @@ from clearance_core.wire import (
     SUBJECT_METRICS,
     SUBJECT_PERMISSIONS,
     SUBJECT_POLICIES,
+    SUBJECT_POLICY_STATUS,
     SUBJECT_REVIEW_RESOURCE,
     SUBJECT_REVIEW_RULES,
     SUBJECT_REVIEW_SUBJECT,
@@ -46,6 +49,7 @@ from clearance_core.wire import (
     MetricsRequest,
     PermissionsReply,
     PoliciesReply,
+    PolicyStatusRequest,
     PrincipalRequest,
     RequestBase,
     ResourceReviewRequest,
@@ -70,6 +74,7 @@ from clearance_runtime.responder import (
 )
 from clearance_runtime.settings import Settings
 from clearance_runtime.snapshot import SnapshotReader
+from clearance_runtime.state import StateStore, decode_policy
 
 log = logs.get(__name__)
 In = TypeVar("In")
@@ -90,6 +95,7 @@ _sar = msgspec.json.Decoder(SubjectAccessReview)
 _rules = msgspec.json.Decoder(RulesReviewRequest)
 _resource_review = msgspec.json.Decoder(ResourceReviewRequest)
 _search_filter = msgspec.json.Decoder(SearchFilterRequest)
+_policy_status = msgspec.json.Decoder(PolicyStatusRequest)
 
 
 class _Reply(Protocol):
@@ -280,6 +286,22 @@ class DecisionService:
         request = await self._read(_principal_request, body)
         return _with_id(await self._reviews.search_plan(request.principal), request.request_id)
 
+    async def policy_status(self, body: bytes) -> bytes:
+        request = await self._read(_policy_status, body)
+        if request.kind.lower() != "monitoraccesspolicy":
+            raise BadRequest(f"kind {request.kind!r}: this version serves the status of "
+                             "MonitorAccessPolicy objects")
+        key = f"{request.namespace}/{request.name}"
+        async with self._r.pipeline(transaction=True) as pipe:
+            pipe.hget(keys.POLICIES, key)
+            pipe.get(keys.INVALIDATED_REV)
+            blob, revision = await pipe.execute()
+        if not blob:
+            raise NotFound(f"MonitorAccessPolicy {key} not found")
+        reply = status_of(decode_policy(blob), await StateStore(self._r).sources(),
+                                     now=time.time(), revision=int(revision or 0))
+        return _with_id(reply, request.request_id)
+
     async def flush_stats(self) -> None:
         hits, misses = self._cache.hits, self._cache.misses
         if hits or misses:
@@ -300,6 +322,7 @@ class DecisionService:
             SUBJECT_SEARCH_FILTER: self.search_filter,
             SUBJECT_SEARCH_PLAN: self.search_plan,
             SUBJECT_STATUS: self.status,
+            SUBJECT_POLICY_STATUS: self.policy_status,
             SUBJECT_PERMISSIONS: self.permissions,
             SUBJECT_POLICIES: self.policies,
             SUBJECT_CACHE_CLEAR: self.cache_clear,

@@ -1,0 +1,38 @@
+"""A MonitorAccessPolicy's status: the same object for ``clearance.v1.policy-status``
+replies and for the ``clearance.status.…`` events the compiler publishes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from clearance_core.fold import policy_state
+from clearance_core.metricsource import CompiledSource, missing_sources
+from clearance_core.policy import CompiledPolicy
+from clearance_core.wire import PolicyStatus, StatusCondition
+
+
+def policy_status(
+    policy: CompiledPolicy, sources: Mapping[str, CompiledSource], *, now: float,
+    revision: int,
+) -> PolicyStatus:
+    state, message = policy_state(policy, now)
+    compiled = StatusCondition(
+        type="Compiled",
+        status="True" if policy.valid else "False",
+        reason="Compiled" if policy.valid else "Invalid",
+        message="compiled" if policy.valid else (policy.error or "invalid"),
+    )
+    active = StatusCondition(type="Active", status="True" if state == "Active" else "False",
+                             reason=state, message=message)
+    return PolicyStatus(
+        state=state,  # type: ignore[arg-type]
+        message=message,
+        conditions=[compiled, active],
+        warnings=[f"custom type {t!r} has no MetricSource"
+                  for t in missing_sources(policy, sources)],
+        revision=revision,
+    )
+
+
+def deleted(revision: int) -> PolicyStatus:
+    return PolicyStatus(state="Deleted", message="deleted", revision=revision)
