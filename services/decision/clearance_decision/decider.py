@@ -16,7 +16,6 @@ import msgspec
 
 from clearance_core.decide import Decision, decide
 from clearance_core.evaluate import Outcome
-from clearance_core.principal import identity_of, service_account_groups
 from clearance_core.resources import (
     check_principal,
     cluster_of,
@@ -24,6 +23,7 @@ from clearance_core.resources import (
     principal_digest,
 )
 from clearance_core.wire import BatchItem, CheckResult, Principal
+from clearance_decision.views import principal_snapshot
 from clearance_runtime import keys, metrics
 from clearance_runtime.cache import DecisionCache, Entry
 from clearance_runtime.snapshot import SnapshotReader
@@ -119,14 +119,8 @@ class Decider:
         missing: list[int],
         results: list[CheckResult | None],
     ) -> int:
-        given = [*principal.groups, *service_account_groups(principal.username)]
-        snapshot = await self._reader.read(
-            username=principal.username,
-            email=principal.email,
-            groups=given,
-            clusters=sorted({clusters[i] for i in missing}),
-        )
-        identity = identity_of(principal, snapshot.member_of)
+        snapshot, identity = await principal_snapshot(
+            self._reader, principal, clusters=sorted({clusters[i] for i in missing}))
         now = time.time()
         entries: list[Entry] = []
         for i in missing:
