@@ -130,6 +130,7 @@ class DecisionService:
         self._decider = Decider(self._reader, self._cache)
         self._lists = Lists(redis, self._reader)
         self._reviews = Reviews(redis)
+        self._store = StateStore(redis)
         self._responder = Responder(nc, queue=QUEUE)
         self._revision = 0
 
@@ -298,7 +299,7 @@ class DecisionService:
             blob, revision = await pipe.execute()
         if not blob:
             raise NotFound(f"MonitorAccessPolicy {key} not found")
-        reply = status_of(decode_policy(blob), await StateStore(self._r).sources(),
+        reply = status_of(decode_policy(blob), await self._store.sources(),
                                      now=time.time(), revision=int(revision or 0))
         return _with_id(reply, request.request_id)
 
