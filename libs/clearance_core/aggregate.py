@@ -11,7 +11,7 @@ Choices the contract leaves open:
 
 * An absent or ``null`` field fails every filter operator, ``notEquals`` included (it
   is "no value", not "a different value"), and is skipped by every function.
-* ``matches`` must match the whole value (``re.fullmatch``), like ``matchPattern``.
+* ``matches`` must match the whole value, like ``matchPattern`` (RE2, linear time).
 * Numeric functions coerce numeric strings (``"1.5"``); bools, NaN, infinities and
   non-numeric values are skipped. Sums of integers stay integers.
 * ``distinct`` over no values is null, like every function but ``count``.
@@ -29,9 +29,9 @@ from typing import Any, Literal
 
 import msgspec
 
+from clearance_core import patterns
 from clearance_core.errors import InvalidObject
 from clearance_core.filters import text_of
-from clearance_core.wildcard import compiled
 
 Function = Literal["count", "sum", "avg", "min", "max", "percentile", "distinct"]
 Operator = Literal[
@@ -79,7 +79,7 @@ class Condition(msgspec.Struct, frozen=True, kw_only=True):
             return text.endswith(self.text)
         if op == "in":
             return text in self.choices
-        return compiled(self.text).fullmatch(text) is not None  # matches
+        return patterns.fullmatch(self.text, text)  # matches
 
 
 class Aggregation(msgspec.Struct, frozen=True, kw_only=True):
@@ -153,10 +153,7 @@ def _condition(raw: Any, where: str) -> Condition:
     if text is None or isinstance(value, list | dict):
         raise InvalidObject(f"{where}.value must be a string, number or boolean")
     if operator == "matches":
-        try:
-            re.compile(text)
-        except re.error as exc:
-            raise InvalidObject(f"{where}.value: invalid regular expression: {exc}") from None
+        patterns.check(text, f"{where}.value")
     return Condition(field=field, operator=operator, text=text)
 
 

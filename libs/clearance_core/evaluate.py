@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping
 
 import msgspec
 
+from clearance_core import patterns
 from clearance_core.policy import CompiledPolicy, CompiledRule, CompiledSelector
 from clearance_core.principal import Identity
-from clearance_core.wildcard import compiled
 from clearance_core.wire import TraceStep
 
 
@@ -64,7 +64,7 @@ def _selector_field(
     # Fields present are OR-ed; an absent or empty field matches nothing.
     if selector.names is not None and selector.names.matches(cluster):
         return "matchNames"
-    if selector.pattern is not None and compiled(selector.pattern).fullmatch(cluster):
+    if selector.pattern is not None and patterns.fullmatch(selector.pattern, cluster):
         return "matchPattern"
     if selector.labels and all(labels.get(k) == v for k, v in selector.labels.items()):
         return "matchLabels"

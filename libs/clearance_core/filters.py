@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from clearance_core import objects
 from clearance_core.errors import InvalidObject
 from clearance_core.resources import BUILTIN_PLURALS, plural
 from clearance_core.wildcard import NameSet, compiled
@@ -124,14 +125,8 @@ def _at(path: str, key: str) -> str:
 
 
 def _strings(value: Any, where: str) -> list[str]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InvalidObject(f"{where} must be a list of strings")
-    for index, entry in enumerate(value):
-        if not isinstance(entry, str):
-            raise InvalidObject(f"{where}[{index}] must be a string, not {entry!r}")
-    return value
+    # Numbers and booleans in a list of strings compare in their JSON form (CONTRACT 0).
+    return objects.texts(value, where)
 
 
 def _dimension(value: Any, where: str) -> Dimension:
@@ -161,7 +156,9 @@ def compile_filter(raw: Any, path: str = "") -> ResourceFilter:
     kind = raw.get("type")
     if not isinstance(kind, str) or not kind:
         raise InvalidObject(f"{_at(path, 'type')} must be a non-empty string")
-    visibility = raw.get("visibility", "all")
+    visibility: Any = raw.get("visibility")
+    if visibility is None:  # null = absent (CONTRACT section 0)
+        visibility = "all"
     if visibility not in _VISIBILITIES:
         raise InvalidObject(
             f"{_at(path, 'visibility')} must be all, none or filtered, not {visibility!r}")
@@ -169,11 +166,8 @@ def compile_filter(raw: Any, path: str = "") -> ResourceFilter:
     names = _dimension(filters.get("names"), _at(path, "filters.names"))
     namespaces = _dimension(filters.get("namespaces"), _at(path, "filters.namespaces"))
     labels = _object(filters.get("labels"), _at(path, "filters.labels"))
-    for key, value in labels.items():
-        if not isinstance(key, str) or not isinstance(value, str):
-            raise InvalidObject(
-                f"{_at(path, 'filters.labels')}.{key} must be a string (label values are "
-                f"strings; quote {value!r})")
+    labels = {key: objects.text(value, f"{_at(path, 'filters.labels')}.{key}")
+              for key, value in labels.items()}
     fields: dict[str, Dimension] = {}
     for key, value in _object(filters.get("fields"), _at(path, "filters.fields")).items():
         if not isinstance(key, str):

@@ -17,7 +17,9 @@ from typing import Any
 
 import msgspec
 
+from clearance_core import objects
 from clearance_core.errors import InvalidObject
+from clearance_core.filters import BUILTIN_TYPES
 from clearance_core.metricsource import CompiledSource, field_violations
 from clearance_core.policy import CompiledPolicy, compile_policy, invalid_policy
 
@@ -54,7 +56,7 @@ def fold_policy(
         new = None
     else:
         try:
-            new = compile_policy(obj)
+            new = without_undeclared_types(compile_policy(obj), sources)
             problems = field_violations(new, sources)
             if problems:
                 # Keep custom_types so a later MetricSource change re-checks this policy.
@@ -62,18 +64,42 @@ def fold_policy(
         except InvalidObject as exc:
             # Withdraw the previous valid version too; keep a record for status/traces.
             new = invalid_policy(obj, exc.message)
+    return new, policy_change(previous, new)
+
+
+def policy_change(previous: CompiledPolicy | None, new: CompiledPolicy | None) -> Affected:
+    """Whose answers a policy going from ``previous`` to ``new`` can change."""
     affected = Affected()
     if previous != new:
         affected.add_policy_subjects(previous)
         affected.add_policy_subjects(new)
-    return new, affected
+    return affected
+
+
+def without_undeclared_types(
+    policy: CompiledPolicy, sources: Mapping[str, CompiledSource]
+) -> CompiledPolicy:
+    """Drop the resource filters of custom types no MetricSource declares.
+
+    Such a type is unknown (CONTRACT section 2): hidden for checks and filters and absent
+    from ``custom-types`` until a MetricSource declares it, and an unlisted custom type is
+    exactly that. ``custom_types`` keeps the name, so the MetricSource's arrival re-folds
+    this policy (and its status carries the warning meanwhile)."""
+    declared = BUILTIN_TYPES.union(sources)
+    if all(f.type in declared for rule in policy.rules for f in rule.filters):
+        return policy
+    rules = tuple(
+        msgspec.structs.replace(rule, filters=tuple(f for f in rule.filters
+                                                    if f.type in declared))
+        for rule in policy.rules)
+    return msgspec.structs.replace(policy, rules=rules)
 
 
 def cluster_labels(obj: dict[str, Any]) -> dict[str, str]:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    if not isinstance(labels, dict):
-        raise InvalidObject("metadata.labels must be a mapping")
-    return {str(k): str(v) for k, v in labels.items()}
+    meta = objects.mapping(obj.get("metadata"), "metadata")
+    labels = objects.mapping(meta.get("labels"), "metadata.labels")
+    return {key: objects.text(value, f"metadata.labels.{key}")
+            for key, value in labels.items() if value is not None}
 
 
 def fold_cluster(
@@ -87,10 +113,9 @@ def fold_cluster(
 
 
 def group_users(obj: dict[str, Any]) -> list[str]:
-    users = obj.get("users") or []
-    if not isinstance(users, list) or not all(isinstance(u, str) for u in users):
-        raise InvalidObject("users must be a list of strings")
-    return sorted(set(users))
+    # One odd entry must not drop the whole Group (its members would lose access):
+    # scalars count in their JSON form, nulls are absent (CONTRACT section 0).
+    return sorted(set(objects.texts(obj.get("users"), "users")))
 
 
 def fold_group(

@@ -10,11 +10,13 @@ ClusterPulse, which stored ``filterableFields`` and never enforced it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgspec
 
+from clearance_core import objects
 from clearance_core.aggregate import Aggregation, compile_aggregations
 from clearance_core.errors import InvalidObject
 from clearance_core.policy import CompiledPolicy, object_identity
@@ -24,6 +26,10 @@ class CompiledSource(msgspec.Struct, kw_only=True, frozen=True):
     namespace: str
     name: str
     type_name: str
+    #: metadata.creationTimestamp (POSIX seconds; absent: +inf). When two MetricSources
+    #: declare one type the oldest wins, then ``namespace/name``: a newcomer cannot take
+    #: over a type, and deleting either leaves the other in force.
+    created: float = math.inf
     filterable_fields: tuple[str, ...] = ()
     filter_aggregations: bool = True
     aggregations: tuple[Aggregation, ...] = ()
@@ -32,27 +38,43 @@ class CompiledSource(msgspec.Struct, kw_only=True, frozen=True):
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
+    def precedence(self) -> tuple[float, str]:
+        return (self.created, self.key)
+
+
+def winner(candidates: Iterable[CompiledSource]) -> CompiledSource | None:
+    """The MetricSource in force for a type among all that declare it."""
+    return min(candidates, key=CompiledSource.precedence, default=None)
+
+
+def _created(obj: dict[str, Any]) -> float:
+    stamp = (obj.get("metadata") or {}).get("creationTimestamp")
+    try:
+        return objects.rfc3339(stamp, "metadata.creationTimestamp")
+    except InvalidObject:
+        return math.inf
+
 
 def compile_source(obj: dict[str, Any]) -> CompiledSource:
     namespace, name = object_identity(obj)
-    spec = obj.get("spec")
+    spec = objects.prune(obj.get("spec"), "spec")
     if not isinstance(spec, dict):
         raise InvalidObject("spec is required")
     rbac = spec.get("rbac")
     if not isinstance(rbac, dict):
         raise InvalidObject("spec.rbac is required")
-    type_name = rbac.get("resourceTypeName")
-    if not isinstance(type_name, str) or not type_name:
+    type_name = objects.text(rbac.get("resourceTypeName", ""),
+                             "spec.rbac.resourceTypeName")
+    if not type_name:
         raise InvalidObject("spec.rbac.resourceTypeName must be a non-empty string")
-    fields = rbac.get("filterableFields") or []
-    if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
-        raise InvalidObject("spec.rbac.filterableFields must be a list of strings")
+    fields = objects.texts(rbac.get("filterableFields"), "spec.rbac.filterableFields")
     recompute = rbac.get("filterAggregations", True)
     if not isinstance(recompute, bool):
         raise InvalidObject("spec.rbac.filterAggregations must be a boolean")
     return CompiledSource(
         namespace=namespace,
         name=name,
+        created=_created(obj),
         type_name=type_name,
         filterable_fields=tuple(dict.fromkeys(fields)),
         filter_aggregations=recompute,

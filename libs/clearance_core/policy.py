@@ -10,14 +10,14 @@ and subjects are flattened into the three index keys (users, groups, service acc
 from __future__ import annotations
 
 import hashlib
-import re
-from datetime import datetime
 from typing import Any, Literal
 
 import msgspec
 
+from clearance_core import objects, patterns
 from clearance_core.errors import InvalidObject
 from clearance_core.filters import BUILTIN_TYPES, ResourceFilter, compile_filter
+from clearance_core.objects import Text
 from clearance_core.wildcard import NameSet
 
 Effect = Literal["Allow", "Deny"]
@@ -28,13 +28,13 @@ DEFAULT_PRIORITY = 100  # the CRD's default when the API server has not defaulte
 
 
 class _ServiceAccount(msgspec.Struct, kw_only=True):
-    name: str
-    namespace: str = "default"
+    name: Text
+    namespace: Text = Text("default")
 
 
 class _Subjects(msgspec.Struct, kw_only=True, rename="camel"):
-    users: list[str] = []
-    groups: list[str] = []
+    users: list[Text] = []
+    groups: list[Text] = []
     service_accounts: list[_ServiceAccount] = []
 
 
@@ -49,9 +49,9 @@ class _Access(msgspec.Struct, kw_only=True):
 
 
 class _Selector(msgspec.Struct, kw_only=True, rename="camel"):
-    match_names: list[str] | None = None
-    match_pattern: str | None = None
-    match_labels: dict[str, str] | None = None
+    match_names: list[Text] | None = None
+    match_pattern: Text | None = None
+    match_labels: dict[str, Text] | None = None
 
 
 class _Permissions(msgspec.Struct, kw_only=True, rename="camel"):
@@ -141,28 +141,18 @@ def service_account_username(namespace: str, name: str) -> str:
 
 
 def parse_time(value: str, field: str) -> float:
-    """RFC 3339 with an explicit offset; anything else makes the policy invalid."""
-    try:
-        parsed = datetime.fromisoformat(value.strip())
-    except ValueError:
-        raise InvalidObject(f"{field}: {value!r} is not an RFC 3339 time") from None
-    if parsed.tzinfo is None:
-        raise InvalidObject(f"{field}: {value!r} has no time zone offset (RFC 3339)")
-    return parsed.timestamp()
+    """Strict RFC 3339 with an explicit offset; anything else makes the policy invalid."""
+    return objects.rfc3339(value, field)
 
 
 def _compile_selector(selector: _Selector, index: int) -> CompiledSelector:
-    pattern = selector.match_pattern or None
+    pattern = str(selector.match_pattern) if selector.match_pattern else None
     if pattern is not None:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise InvalidObject(
-                f"rules[{index}].selector.matchPattern: invalid regular expression: {exc}"
-            ) from None
-    names = NameSet.of(selector.match_names) if selector.match_names else None
+        patterns.check(pattern, f"rules[{index}].selector.matchPattern")
+    names = NameSet.of(map(str, selector.match_names)) if selector.match_names else None
+    labels = {key: str(value) for key, value in (selector.match_labels or {}).items()}
     return CompiledSelector(
-        names=names, pattern=pattern, labels=dict(selector.match_labels or {}) or None
+        names=names, pattern=pattern, labels=labels or None
     )
 
 
@@ -202,11 +192,11 @@ def object_identity(obj: dict[str, Any]) -> tuple[str, str]:
 def compile_policy(obj: dict[str, Any]) -> CompiledPolicy:
     """Validate and compile a MonitorAccessPolicy object. Raises InvalidObject."""
     namespace, name = object_identity(obj)
-    raw_spec = obj.get("spec")
+    raw_spec = objects.prune(obj.get("spec"), "spec")
     if not isinstance(raw_spec, dict):
         raise InvalidObject("spec is required")
     try:
-        spec = msgspec.convert(raw_spec, _Spec)
+        spec = msgspec.convert(raw_spec, _Spec, dec_hook=objects.dec_hook)
     except msgspec.ValidationError as exc:
         raise InvalidObject(f"spec: {exc}") from None
     identity = spec.identity
@@ -240,8 +230,8 @@ def compile_policy(obj: dict[str, Any]) -> CompiledPolicy:
         priority=identity.priority,
         effect=spec.access.effect,
         enabled=spec.access.enabled,
-        users=tuple(dict.fromkeys(subjects.users)),
-        groups=tuple(dict.fromkeys(subjects.groups)),
+        users=tuple(dict.fromkeys(map(str, subjects.users))),
+        groups=tuple(dict.fromkeys(map(str, subjects.groups))),
         service_accounts=tuple(
             dict.fromkeys(
                 service_account_username(sa.namespace or "default", sa.name)
@@ -264,12 +254,17 @@ def invalid_policy(obj: dict[str, Any], message: str) -> CompiledPolicy | None:
         namespace, name = object_identity(obj)
     except InvalidObject:
         return None
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-    assert isinstance(spec, dict)
+    try:
+        spec = objects.prune(obj.get("spec"), "spec")
+    except InvalidObject:
+        spec = None  # beyond the size limits: keep only the identity
+    if not isinstance(spec, dict):
+        spec = {}
     identity = spec.get("identity") if isinstance(spec.get("identity"), dict) else {}
     assert isinstance(identity, dict)
     try:
-        subjects = msgspec.convert(identity.get("subjects") or {}, _Subjects)
+        subjects = msgspec.convert(identity.get("subjects") or {}, _Subjects,
+                                   dec_hook=objects.dec_hook)
     except msgspec.ValidationError:
         subjects = _Subjects()
     priority = identity.get("priority", DEFAULT_PRIORITY)
@@ -282,8 +277,8 @@ def invalid_policy(obj: dict[str, Any], message: str) -> CompiledPolicy | None:
         priority=priority if type(priority) is int and priority >= 0 else DEFAULT_PRIORITY,
         effect=effect if effect in ("Allow", "Deny") else "Deny",
         enabled=access.get("enabled", True) is not False,
-        users=tuple(subjects.users),
-        groups=tuple(subjects.groups),
+        users=tuple(map(str, subjects.users)),
+        groups=tuple(map(str, subjects.groups)),
         service_accounts=tuple(
             service_account_username(sa.namespace or "default", sa.name)
             for sa in subjects.service_accounts

@@ -34,5 +34,13 @@ def policy_status(
     )
 
 
+def failed(revision: int, reason: str) -> PolicyStatus:
+    """An object that could not even be recorded as invalid: withdrawn, with the reason."""
+    return PolicyStatus(
+        state="Error", message=reason, revision=revision,
+        conditions=[StatusCondition(type="Compiled", status="False", reason="Invalid",
+                                    message=reason)])
+
+
 def deleted(revision: int) -> PolicyStatus:
     return PolicyStatus(state="Deleted", message="deleted", revision=revision)

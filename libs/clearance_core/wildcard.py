@@ -20,16 +20,24 @@ def is_wildcard(pattern: str) -> bool:
 
 
 def to_regex(pattern: str) -> str:
-    """Translate one wildcard into an (unanchored) regular expression source."""
-    out: list[str] = []
-    for char in pattern:
-        if char == "*":
-            out.append(".*")
-        elif char == "?":
-            out.append(".")
-        else:
-            out.append(re.escape(char))
-    return "".join(out)
+    """Translate one wildcard into a regular expression source for ``fullmatch``.
+
+    Built so Python's backtracking engine runs in linear time: a naive ``a.*b.*c`` costs
+    O(n^k) on hostile input (``*a*a*a*a*b`` against 5,000 ``a``s never finishes). Between
+    the first and the last ``*``, each segment is found at its earliest occurrence inside
+    an atomic group that is never re-entered; this greedy placement is the classic glob
+    algorithm and loses no match, because a segment placed earlier only leaves more
+    room for the rest. Only the tail ``.*last`` backtracks, once, against the end.
+    """
+    segments = [_segment(part) for part in pattern.split("*")]
+    if len(segments) == 1:
+        return segments[0]
+    middle = "".join(f"(?>(?s:.*?){seg})" for seg in segments[1:-1])
+    return f"{segments[0]}{middle}(?s:.*){segments[-1]}"
+
+
+def _segment(part: str) -> str:
+    return "".join("(?s:.)" if char == "?" else re.escape(char) for char in part)
 
 
 class NameSet(msgspec.Struct, frozen=True, array_like=True):

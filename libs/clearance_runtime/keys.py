@@ -12,8 +12,9 @@ Compiled state (written only by the compiler, in one MULTI per event):
     clr:pidx:g:<group>      SET   policy keys naming a group
     clr:pidx:t:<type>       SET   policy keys whose rules name a custom type
     clr:polraw              HASH  "ns/name" -> JSON policy object (to re-check it)
-    clr:ms                  HASH  custom type -> msgpack CompiledSource (MetricSource)
-    clr:msobj               HASH  MetricSource "ns/name" -> the type it declares
+    clr:ms                  HASH  custom type -> msgpack CompiledSource in force for it
+    clr:msobj2              HASH  MetricSource "ns/name" -> msgpack CompiledSource (every
+                                  valid one: the winner per type is chosen among them)
     clr:mc                  HASH  cluster -> JSON labels (the ManagedCluster inventory)
     clr:ns                  SET   hub namespaces (Namespace objects), for search plans
     clr:rbac                HASH  "kind/ns/name" -> JSON Role, ClusterRole or binding
@@ -45,7 +46,7 @@ RBAC = "clr:rbac"
 NAMESPACES = "clr:ns"
 RBAC_REV = "clr:rbac:rev"
 SOURCES = "clr:ms"
-SOURCE_OBJECTS = "clr:msobj"
+SOURCE_OBJECTS = "clr:msobj2"
 GROUPS = "clr:grp"
 CHANGES = "clr:changes"
 INVALIDATED_REV = "clr:inval:rev"

@@ -29,6 +29,15 @@ EVENTS_PUBLISHED = Counter(
 INVALIDATIONS = Counter(
     "clearance_cache_invalidated_total", "Cached decisions removed by the invalidator"
 )
+OBJECT_FAILURES = Counter(
+    "clearance_object_failures_total",
+    "Objects made invalid because compiling or storing them failed unexpectedly, by kind",
+    ["kind"],
+)
+SERVICE_RESTARTS = Counter(
+    "clearance_service_restarts_total",
+    "Service loops restarted in-process after an unexpected error, by service", ["service"],
+)
 MALFORMED = Counter("clearance_malformed_total", "Malformed inputs skipped, by where", ["where"])
 
 

@@ -74,9 +74,11 @@ class StateStore:
         rows: dict[bytes, bytes] = await self._r.hgetall(keys.SOURCES)  # type: ignore[assignment]
         return {k.decode(): decode_source(v) for k, v in rows.items()}
 
-    async def source_type(self, key: str) -> str | None:
-        raw = await self._r.hget(keys.SOURCE_OBJECTS, key)
-        return raw.decode() if isinstance(raw, bytes) else None
+    async def declared_sources(self) -> dict[str, CompiledSource]:
+        """Every valid MetricSource by ``ns/name`` (several may declare one type)."""
+        rows: dict[bytes, bytes] = await self._r.hgetall(  # type: ignore[assignment]
+            keys.SOURCE_OBJECTS)
+        return {k.decode(): decode_source(v) for k, v in rows.items()}
 
     async def rbac_objects(self) -> list[dict[str, Any]]:
         rows: dict[bytes, bytes] = await self._r.hgetall(keys.RBAC)  # type: ignore[assignment]
@@ -150,15 +152,19 @@ class Transaction:
         else:
             self._pipe.hset(keys.POLICY_OBJECTS, key, _json.encode(obj))
 
-    def put_source(self, key: str, previous_type: str | None, new: CompiledSource | None
-                   ) -> None:
-        if previous_type is not None and (new is None or new.type_name != previous_type):
-            self._pipe.hdel(keys.SOURCES, previous_type)
+    def put_source(self, key: str, new: CompiledSource | None) -> None:
+        """One MetricSource as declared (``None``: deleted or invalid)."""
         if new is None:
             self._pipe.hdel(keys.SOURCE_OBJECTS, key)
         else:
-            self._pipe.hset(keys.SOURCES, new.type_name, _policy_encoder.encode(new))
-            self._pipe.hset(keys.SOURCE_OBJECTS, key, new.type_name)
+            self._pipe.hset(keys.SOURCE_OBJECTS, key, _policy_encoder.encode(new))
+
+    def put_type_source(self, type_name: str, winner: CompiledSource | None) -> None:
+        """The MetricSource in force for a type (``None``: no MetricSource declares it)."""
+        if winner is None:
+            self._pipe.hdel(keys.SOURCES, type_name)
+        else:
+            self._pipe.hset(keys.SOURCES, type_name, _policy_encoder.encode(winner))
 
     def put_cluster(self, name: str, labels: dict[str, str] | None) -> None:
         if labels is None:

@@ -168,8 +168,35 @@ async def test_custom_types_honour_deny_and_selectors(system: System) -> None:
 
     assert await types("alice") == ["pvc"]
     assert await types("alice", "dev-1") == []
-    assert await types("dan") == ["certs", "pvc"]  # on dev-1 only
+    # certs is listed by dan-dev but no MetricSource declares it: unknown, so absent.
+    assert await types("dan") == ["pvc"]  # on dev-1 only
     assert await types("dan", "prod-east") == []   # the Deny wins there
+
+
+async def test_a_custom_type_exists_while_any_metricsource_declares_it(
+        system: System) -> None:
+    async def dan_sees_certs(revision: int) -> tuple[bool, str]:
+        types = await system.request("clearance.v1.custom-types", {
+            "principal": {"username": "dan"}, "min_revision": revision})
+        check = await system.request("clearance.v1.check", {
+            "principal": {"username": "dan"}, "action": "view", "min_revision": revision,
+            "resource": {"type": "certs", "name": "c1", "cluster": "dev-1"}})
+        return "certs" in types["types"], check["decision"]
+
+    assert await dan_sees_certs(0) == (False, "deny")  # undeclared: hidden
+    second = {**metricsource("certs"), "metadata": {"name": "certs-b", "namespace": "x"}}
+    system.write("inventory.yaml", cluster("prod-east"), cluster("dev-1"), metricsource(),
+                 metricsource("certs"), second)
+    await asyncio.sleep(0.3)
+    assert await dan_sees_certs(await system.settle()) == (True, "allow")
+    # Two MetricSources declare certs: deleting either one keeps the type.
+    system.write("inventory.yaml", cluster("prod-east"), cluster("dev-1"), metricsource(),
+                 second)
+    await asyncio.sleep(0.3)
+    assert await dan_sees_certs(await system.settle()) == (True, "allow")
+    system.write("inventory.yaml", cluster("prod-east"), cluster("dev-1"), metricsource())
+    await asyncio.sleep(0.3)
+    assert await dan_sees_certs(await system.settle()) == (False, "deny")
 
 
 async def test_field_filter_on_a_non_filterable_field_invalidates_the_policy(

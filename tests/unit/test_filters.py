@@ -55,18 +55,18 @@ def dim(allowed: list[str] | None = None, denied: list[str] | None = None) -> di
     ({"type": ""}, ".type must be a non-empty string"),
     ({"type": 3}, ".type must be a non-empty string"),
     ({"type": "pods", "visibility": "some"}, ".visibility must be all, none or filtered"),
-    ({"type": "pods", "visibility": None}, ".visibility must be all, none or filtered"),
     ({"type": "pods", "filters": []}, ".filters must be an object"),
     ({"type": "pods", "filters": {"names": ["a"]}}, ".filters.names must be an object"),
     ({"type": "pods", "filters": {"names": {"allowed": "a"}}},
      ".filters.names.allowed must be a list of strings"),
-    ({"type": "pods", "filters": {"namespaces": {"denied": ["a", 1]}}},
+    ({"type": "pods", "filters": {"namespaces": {"denied": ["a", {}]}}},
      ".filters.namespaces.denied[1] must be a string"),
-    ({"type": "pods", "filters": {"labels": {"env": 1}}}, ".filters.labels.env must be a string"),
+    ({"type": "pods", "filters": {"labels": {"env": [1]}}},
+     ".filters.labels.env must be a string"),
     ({"type": "pods", "filters": {"labels": ["env"]}}, ".filters.labels must be an object"),
     ({"type": "pvc", "filters": {"fields": {"size": ["1"]}}},
      ".filters.fields.size must be an object"),
-    ({"type": "pvc", "filters": {"fields": {"size": {"denied": [None]}}}},
+    ({"type": "pvc", "filters": {"fields": {"size": {"denied": [[]]}}}},
      ".filters.fields.size.denied[0] must be a string"),
     ({"type": "pvc", "aggregations": {"include": "total"}},
      ".aggregations.include must be a list of strings"),
@@ -90,6 +90,23 @@ def test_compile_normalises_the_type_and_keeps_the_filter_as_written() -> None:
     assert compiled.aggregations_exclude == ("b",)
     assert compile_filter({"type": "pvc"}).type == "pvc"  # custom types: exact name
     assert compile_filter({"type": "pvc"}).visibility == "all"  # the default
+
+
+def test_numbers_and_booleans_in_string_lists_compare_in_json_form() -> None:
+    compiled = compile_filter({"type": "pvc", "visibility": "filtered", "filters": {
+        "names": {"allowed": [10, True, 1.5, None]},
+        "labels": {"tier": 3},
+        "fields": {"replicas": {"denied": [0]}}}})
+    assert visible(compiled, item(name="10", labels={"tier": "3"}))
+    assert visible(compiled, item(name="true", labels={"tier": "3"}))
+    assert visible(compiled, item(name="1.5", labels={"tier": "3"}))
+    assert not visible(compiled, item(name="11", labels={"tier": "3"}))
+    assert not visible(compiled, item(name="10", labels={"tier": "3"}, fields={"replicas": 0}))
+    assert visible(compiled, item(name="10", labels={"tier": "3"}, fields={"replicas": 2}))
+
+
+def test_null_visibility_is_the_default() -> None:
+    assert compile_filter({"type": "pods", "visibility": None}).visibility == "all"
 
 
 def test_null_sections_mean_absent() -> None:

@@ -49,7 +49,7 @@ def test_default_spellings(default: str, matches: bool) -> None:
     (lambda p: p["spec"].pop("access"), "access"),
     (lambda p: p["spec"]["lifecycle"]["validity"].update(notAfter="next tuesday"), "notAfter"),
     (lambda p: p["spec"]["lifecycle"]["validity"].update(notBefore="2026-01-01T00:00:00"),
-     "time zone"),
+     "RFC 3339"),
     (lambda p: p["spec"]["scope"]["clusters"].update(
         rules=[{"selector": {"matchPattern": "prod-(["}}]), "matchPattern"),
     (lambda p: p["spec"]["scope"]["clusters"].update(default="sometimes"), "default"),

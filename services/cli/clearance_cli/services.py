@@ -13,7 +13,7 @@ import structlog
 from clearance_compiler.app import Compiler
 from clearance_decision.app import DecisionService
 from clearance_invalidator.app import Invalidator
-from clearance_runtime import bus, logs
+from clearance_runtime import bus, logs, metrics
 from clearance_runtime.settings import Settings
 from clearance_watcher.app import Watcher
 
@@ -22,6 +22,32 @@ NAMES = ("watcher", "compiler", "cache-invalidator", "decision")
 
 
 async def run_service(name: str, settings: Settings) -> None:
+    """Run one service; an unexpected error restarts it (with back-off) instead of
+    ending it, so in ``run all`` one service's defect never takes the others down."""
+    if name not in NAMES:
+        raise SystemExit(f"unknown service {name!r}; choose from {', '.join(NAMES)} or all")
+    # Each service runs in its own task: the binding stays with its log lines.
+    structlog.contextvars.bind_contextvars(service=name)
+    loop = asyncio.get_running_loop()
+    backoff = _BACKOFF_MIN
+    while True:
+        started = loop.time()
+        try:
+            await _run_once(name, settings)
+            return
+        except Exception as exc:
+            log.error("service_failed", error=repr(exc)[:500],
+                      exc_info=(type(exc), exc, exc.__traceback__))
+            metrics.SERVICE_RESTARTS.labels(service=name).inc()
+        backoff = _BACKOFF_MIN if loop.time() - started > 30 else min(backoff * 2,
+                                                                      _BACKOFF_MAX)
+        await asyncio.sleep(backoff)
+
+
+_BACKOFF_MIN, _BACKOFF_MAX = 0.5, 10.0
+
+
+async def _run_once(name: str, settings: Settings) -> None:
     nc = await bus.connect(settings.nats_url, name=f"clearance-{name}")
     redis = aioredis.from_url(settings.redis_url, health_check_interval=10)
     runner: Callable[[], Awaitable[None]]
@@ -31,12 +57,8 @@ async def run_service(name: str, settings: Settings) -> None:
         runner = Compiler(nc, redis).run
     elif name == "cache-invalidator":
         runner = Invalidator(nc, redis).run
-    elif name == "decision":
-        runner = DecisionService(nc, redis, settings).run
     else:
-        raise SystemExit(f"unknown service {name!r}; choose from {', '.join(NAMES)} or all")
-    # Each service runs in its own task: the binding stays with its log lines.
-    structlog.contextvars.bind_contextvars(service=name)
+        runner = DecisionService(nc, redis, settings).run
     log.info("service_started")
     try:
         await runner()

@@ -14,7 +14,6 @@ import contextlib
 
 import nats.errors
 import redis.asyncio as aioredis
-import redis.exceptions
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
@@ -23,6 +22,7 @@ from nats.js.errors import NotFoundError
 from clearance_compiler.folder import Folder
 from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS
 from clearance_runtime import bus, health, logs, metrics
+from clearance_runtime.outages import is_transient
 from clearance_runtime.state import StateStore
 
 log = logs.get(__name__)
@@ -54,8 +54,15 @@ class Compiler:
                     await sub.unsubscribe()
             except asyncio.CancelledError:
                 raise
-            except (redis.exceptions.RedisError, nats.errors.Error, OSError) as exc:
-                log.warning("compiler_retrying", error=repr(exc))
+            except Exception as exc:
+                if not is_transient(exc):
+                    # Folding contains every per-object failure, so this is a defect in
+                    # the loop itself: restart it from the checkpoint rather than die.
+                    log.error("compiler_loop_failed", error=repr(exc)[:500],
+                              exc_info=(type(exc), exc, exc.__traceback__))
+                    metrics.SERVICE_RESTARTS.labels(service="compiler").inc()
+                else:
+                    log.warning("compiler_retrying", error=repr(exc)[:500])
                 await asyncio.sleep(0.5)
 
     async def _subscribe(self, checkpoint: int) -> JetStreamContext.PullSubscription:

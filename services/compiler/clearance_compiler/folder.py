@@ -15,14 +15,15 @@ from nats.aio.client import Client
 
 from clearance_core import status
 from clearance_core.errors import InvalidObject
-from clearance_core.fold import fold_cluster, fold_group, fold_policy
+from clearance_core.fold import fold_cluster, fold_group, fold_policy, policy_change
 from clearance_core.kinds import ObjectRef, ref_of
-from clearance_core.metricsource import CompiledSource, compile_source
-from clearance_core.policy import CompiledPolicy
+from clearance_core.metricsource import CompiledSource, compile_source, winner
+from clearance_core.policy import CompiledPolicy, invalid_policy
 from clearance_core.rbac import Binding, Role, RoleKey, parse_binding, parse_role
 from clearance_core.rbac_changes import RbacModel
 from clearance_core.wire import Event, PolicyStatus
 from clearance_runtime import logs, metrics
+from clearance_runtime.outages import is_transient
 from clearance_runtime.state import StateStore
 
 log = logs.get(__name__)
@@ -59,17 +60,73 @@ class Folder:
         self._rbac: RbacModel | None = None
 
     async def fold(self, seq: int, data: bytes) -> None:
+        """Fold one message. Only transient store/bus failures escape (to be retried);
+        whatever else goes wrong is the object's own failure (CONTRACT section 1)."""
         try:
             event = _decode_event(data)
             ref = ref_of(event.object)
-        except (msgspec.DecodeError, msgspec.ValidationError, InvalidObject) as exc:
+        except (msgspec.DecodeError, msgspec.ValidationError, InvalidObject, RecursionError,
+                UnicodeError) as exc:
             metrics.MALFORMED.labels(where="compiler").inc()
             metrics.EVENTS_COMPILED.labels(kind="unknown", outcome="malformed").inc()
-            log.warning("event_malformed", seq=seq, error=str(exc))
+            log.warning("event_malformed", seq=seq, error=str(exc)[:500])
             await self._store.advance(seq)
             return
-        outcome = await self._fold(seq, event.type, event.object, ref)
+        try:
+            outcome = await self._fold(seq, event.type, event.object, ref)
+        except Exception as exc:
+            if is_transient(exc):
+                raise
+            outcome = await self._object_failed(seq, event.object, ref, exc)
         metrics.EVENTS_COMPILED.labels(kind=ref.kind, outcome=outcome).inc()
+
+    async def _object_failed(
+        self, seq: int, obj: dict[str, Any], ref: ObjectRef, exc: Exception
+    ) -> str:
+        """Make the object invalid: its previous version is withdrawn, its status says
+        why, and the checkpoint moves past it so a restart never replays into it."""
+        reason = f"could not be compiled or stored: {type(exc).__name__}: {str(exc)[:300]}"
+        metrics.OBJECT_FAILURES.labels(kind=ref.kind).inc()
+        log.error("object_failed", object=str(ref), seq=seq, error=reason,
+                  exc_info=(type(exc), exc, exc.__traceback__))
+        self.reset()  # in-memory models may hold half of this event: rebuild from Redis
+        try:
+            if ref.kind == "monitoraccesspolicy":
+                await self._withdraw_policy(seq, obj, ref, reason)
+            else:
+                await self._fold(seq, "DELETED", obj, ref)
+            return "failed"
+        except Exception as second:
+            if is_transient(second):
+                raise
+            # Not even the withdrawal can be stored: move on rather than stop everything.
+            log.error("object_withdrawal_failed", object=str(ref), seq=seq,
+                      error=f"{type(second).__name__}: {str(second)[:300]}")
+            self.reset()
+            await self._store.advance(seq)
+            return "failed"
+
+    async def _withdraw_policy(
+        self, seq: int, obj: dict[str, Any], ref: ObjectRef, reason: str
+    ) -> None:
+        key = f"{ref.namespace}/{ref.name}"
+        previous = await self._store.policy(key)
+        record = invalid_policy(obj, reason)
+        try:
+            async with self._store.transaction(seq) as tx:
+                tx.put_policy(key, previous, record, None if record is None else obj)
+                tx.affected = policy_change(previous, record)
+        except Exception as exc:
+            if is_transient(exc):
+                raise
+            record = None  # even the invalid record cannot be stored: remove it
+            async with self._store.transaction(seq) as tx:
+                tx.put_policy(key, previous, None, None)
+                tx.affected = policy_change(previous, None)
+        if record is None:
+            await self._publish_status(ref, status.failed(seq, reason))
+        else:
+            await self._report(ref, record, {}, seq)
 
     async def _fold(self, seq: int, event_type: str, obj: dict[str, Any], ref: ObjectRef) -> str:
         if ref.kind == "monitoraccesspolicy":
@@ -178,7 +235,8 @@ class Folder:
         """A MetricSource change re-checks every policy naming its type(s) in the same
         transaction: a field filter can become valid or invalid with it."""
         key = f"{ref.namespace}/{ref.name}"
-        previous_type = await self._store.source_type(key)
+        declared = await self._store.declared_sources()
+        previous = declared.pop(key, None)
         source: CompiledSource | None = None
         outcome = "deleted"
         if event_type != "DELETED":
@@ -188,15 +246,23 @@ class Folder:
             except InvalidObject as exc:
                 log.warning("metricsource_invalid", metricsource=key, error=exc.message)
                 outcome = "invalid"
-        sources = await self._store.sources()
-        if previous_type is not None:
-            sources.pop(previous_type, None)
         if source is not None:
-            sources[source.type_name] = source
-        types = {t for t in (previous_type, source and source.type_name) if t}
+            declared[key] = source
+        types = {s.type_name for s in (previous, source) if s is not None}
+        sources = await self._store.sources()
+        for type_name in types:
+            # Several MetricSources may declare one type: the oldest is in force, and
+            # deleting either leaves the other.
+            in_force = winner(s for s in declared.values() if s.type_name == type_name)
+            if in_force is None:
+                sources.pop(type_name, None)
+            else:
+                sources[type_name] = in_force
         rechecked: list[tuple[ObjectRef, CompiledPolicy | None]] = []
         async with self._store.transaction(seq) as tx:
-            tx.put_source(key, previous_type, source)
+            tx.put_source(key, source)
+            for type_name in sorted(types):
+                tx.put_type_source(type_name, sources.get(type_name))
             for type_name in sorted(types):
                 for pkey in await self._store.policies_naming(type_name):
                     raw = await self._store.policy_object(pkey)

@@ -1,0 +1,145 @@
+"""One parsing convention for every Kubernetes object Clearance reads (CONTRACT section 0).
+
+Policies, MetricSources, Roles, bindings, Groups and ManagedClusters all arrive as the
+API server serves them, or as any other producer writes them. Each kind reads its
+fields through these helpers so they agree on the edge cases:
+
+* ``null`` means absent. The API server prunes nulls of non-nullable fields, so
+  ``enabled: null`` is the default ``true``, not an error (:func:`prune`).
+* A number or boolean where a string is expected compares in its JSON form (``10``,
+  ``true``, ``1.5``): YAML authors write ``allowed: [10]`` meaning ``"10"``
+  (:func:`text`, :func:`texts`, and :data:`Text` inside msgspec schemas).
+* Times are strict RFC 3339 ``date-time`` (:func:`rfc3339`); ISO basic and week forms
+  that ``datetime.fromisoformat`` would also take are refused.
+* Integers are 64-bit (the stored, msgpack-encoded form cannot hold more) and nesting is
+  bounded; an object beyond either limit is invalid with a reason naming the limit.
+
+Every failure is :class:`~clearance_core.errors.InvalidObject` with the field's path.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from clearance_core.errors import InvalidObject
+
+MAX_DEPTH = 64
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+
+_json = msgspec.json.Encoder()
+_RFC3339 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?"
+    r"(?:[Zz]|[+-][0-9]{2}:[0-9]{2})")
+
+
+class Text(str):
+    """A string field of a msgspec schema that also accepts scalars in their JSON form
+    (decoded by :func:`dec_hook`; encodes and compares as the ``str`` it is)."""
+
+    __slots__ = ()
+
+
+def dec_hook(kind: type, value: Any) -> Any:
+    """``msgspec.convert(..., dec_hook=dec_hook)`` support for :class:`Text` fields."""
+    if kind is Text:
+        converted = scalar_text(value)
+        if converted is None:
+            raise ValueError(f"expected a string, not {_describe(value)}")
+        return Text(converted)
+    raise NotImplementedError(kind)
+
+
+def scalar_text(value: Any) -> str | None:
+    """The JSON form of a scalar (``None`` for anything that is not one)."""
+    if isinstance(value, str):
+        return str(value)
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float) and math.isfinite(value):
+        return _json.encode(value).decode()
+    return None
+
+
+def text(value: Any, where: str) -> str:
+    """A string field: strings as they are, scalars in JSON form."""
+    converted = scalar_text(value)
+    if converted is None:
+        raise InvalidObject(f"{where} must be a string, not {_describe(value)}")
+    return converted
+
+
+def texts(value: Any, where: str) -> list[str]:
+    """A list of strings: absent is empty, null entries are absent, scalars in JSON form."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidObject(f"{where} must be a list of strings, not {_describe(value)}")
+    return [text(entry, f"{where}[{index}]")
+            for index, entry in enumerate(value) if entry is not None]
+
+
+def mapping(value: Any, where: str) -> dict[str, Any]:
+    """An object field: absent (or null) is empty."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidObject(f"{where} must be an object, not {_describe(value)}")
+    return value
+
+
+def rfc3339(value: Any, where: str) -> float:
+    """A strict RFC 3339 date-time (offset required) as a POSIX timestamp."""
+    if not isinstance(value, str) or _RFC3339.fullmatch(value) is None:
+        raise InvalidObject(
+            f"{where}: {value!r} is not an RFC 3339 date-time (e.g. 2025-01-01T00:00:00Z)")
+    try:
+        return datetime.fromisoformat(value.upper().replace("Z", "+00:00")).timestamp()
+    except (ValueError, OverflowError):
+        raise InvalidObject(f"{where}: {value!r} is not a valid date-time") from None
+
+
+def prune(value: Any, where: str = "") -> Any:
+    """A copy without nulls (null = absent), checked against the size limits."""
+    return _prune(value, where or "object", 0)
+
+
+def _prune(value: Any, where: str, depth: int) -> Any:
+    if depth > MAX_DEPTH:
+        raise InvalidObject(f"{where}: nested deeper than the limit of {MAX_DEPTH} levels")
+    if isinstance(value, dict):
+        return {key: _prune(item, f"{where}.{key}", depth + 1)
+                for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [_prune(item, f"{where}[{index}]", depth + 1)
+                for index, item in enumerate(value) if item is not None]
+    if type(value) is int and not INT_MIN <= value <= INT_MAX:
+        raise InvalidObject(
+            f"{where}: integer {_short(value)} is outside the 64-bit range "
+            f"[{INT_MIN}, {INT_MAX}]")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidObject(f"{where}: {value} is not a finite number")
+    return value
+
+
+def _short(number: int) -> str:
+    digits = str(number) if number.bit_length() < 4000 else "(a very large number)"
+    return digits if len(digits) <= 40 else f"{digits[:20]}…({len(digits)} digits)"
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if value is None:
+        return "null"
+    return repr(value)[:60]
