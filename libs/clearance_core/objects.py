@@ -107,19 +107,22 @@ def rfc3339(value: Any, where: str) -> float:
         raise InvalidObject(f"{where}: {value!r} is not a valid date-time") from None
 
 
-def prune(value: Any, where: str = "") -> Any:
-    """A copy without nulls (null = absent), checked against the size limits."""
-    return _prune(value, where or "object", 0)
+def prune(value: Any, where: str = "", *, as_text: bool = False) -> Any:
+    """A copy without nulls (null = absent), checked against the size limits.
+
+    ``as_text`` turns every other scalar into its JSON form too: for kinds whose every
+    leaf is a string (Roles, bindings), that is the whole convention in one pass."""
+    return _prune(value, where or "object", 0, as_text)
 
 
-def _prune(value: Any, where: str, depth: int) -> Any:
+def _prune(value: Any, where: str, depth: int, as_text: bool) -> Any:
     if depth > MAX_DEPTH:
         raise InvalidObject(f"{where}: nested deeper than the limit of {MAX_DEPTH} levels")
     if isinstance(value, dict):
-        return {key: _prune(item, f"{where}.{key}", depth + 1)
+        return {key: _prune(item, f"{where}.{key}", depth + 1, as_text)
                 for key, item in value.items() if item is not None}
     if isinstance(value, list):
-        return [_prune(item, f"{where}[{index}]", depth + 1)
+        return [_prune(item, f"{where}[{index}]", depth + 1, as_text)
                 for index, item in enumerate(value) if item is not None]
     if type(value) is int and not INT_MIN <= value <= INT_MAX:
         raise InvalidObject(
@@ -127,6 +130,8 @@ def _prune(value: Any, where: str, depth: int) -> Any:
             f"[{INT_MIN}, {INT_MAX}]")
     if isinstance(value, float) and not math.isfinite(value):
         raise InvalidObject(f"{where}: {value} is not a finite number")
+    if as_text and not isinstance(value, str):
+        return scalar_text(value)
     return value
 
 

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal, NamedTuple, TypeAlias, TypeVar
 
 import msgspec
 
+from clearance_core import objects
 from clearance_core.errors import InvalidObject
 from clearance_core.principal import SA_PREFIX
 
@@ -264,18 +265,11 @@ def describe_subject(subject: Subject, binding_namespace: str) -> str:
 _T = TypeVar("_T")
 
 
-def _drop_nulls(value: Any) -> Any:
-    """JSON nulls mean "absent" in Kubernetes objects (omitempty fields sent as null)."""
-    if isinstance(value, dict):
-        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_drop_nulls(v) for v in value]
-    return value
-
-
 def _convert(value: Any, typ: type[_T], where: str) -> _T:
+    # Every leaf of these kinds is a string: nulls are absent and other scalars compare in
+    # their JSON form (objects.prune), like every kind Clearance reads.
     try:
-        return msgspec.convert(_drop_nulls(value), typ)
+        return msgspec.convert(objects.prune(value, where, as_text=True), typ)
     except msgspec.ValidationError as exc:
         raise InvalidObject(f"{where}: {exc}") from None
 

@@ -19,6 +19,15 @@ def _serialize(obj: Any, **_: Any) -> bytes:
     return _encoder.encode(obj)
 
 
+# Tracebacks as JSON, without frame locals: those may hold tokens or request bodies.
+_TRACEBACKS = structlog.processors.ExceptionRenderer(
+    structlog.tracebacks.ExceptionDictTransformer(show_locals=False))
+
+
+def _serialize_text(obj: Any, **_: Any) -> str:
+    return _encoder.encode(obj).decode()
+
+
 def configure(level: str = "INFO", *, service: str) -> None:
     global LEVEL  # noqa: PLW0603  (set once at process start)
     numeric = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
@@ -31,7 +40,7 @@ def configure(level: str = "INFO", *, service: str) -> None:
     structlog.configure(
         processors=[
             *shared,
-            structlog.processors.dict_tracebacks,
+            _TRACEBACKS,
             structlog.processors.JSONRenderer(serializer=_serialize),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
@@ -39,10 +48,23 @@ def configure(level: str = "INFO", *, service: str) -> None:
         cache_logger_on_first_use=True,
     )
     structlog.contextvars.bind_contextvars(service=service)
-    # Third-party libraries (nats, kubernetes, urllib3) log through the stdlib: keep their
-    # warnings, in one line each, on the same stream.
-    logging.basicConfig(stream=sys.stderr, level=max(numeric, logging.WARNING),
-                        format='{"level":"%(levelname)s","logger":"%(name)s","event":%(message)r}')
+    # Third-party libraries (nats, kubernetes, urllib3, asyncio) log through the stdlib:
+    # keep their warnings on the same stream, rendered by the same JSON renderer, so
+    # every line a process writes parses as JSON.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            _TRACEBACKS,
+            structlog.processors.JSONRenderer(serializer=_serialize_text),
+        ],
+    ))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(max(numeric, logging.WARNING))
 
 
 def get(name: str) -> Any:

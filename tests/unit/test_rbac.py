@@ -465,7 +465,7 @@ def test_aggregation_order_and_deduplication_follow_the_controller() -> None:
     ({"kind": "ClusterRole", "metadata": {}}, "metadata.name"),
     ({"kind": "ClusterRole", "metadata": {"name": "x"}, "rules": [{"verbs": "get"}]},
      "rules"),
-    ({"kind": "ClusterRole", "metadata": {"name": "x", "labels": {"a": 1}}},
+    ({"kind": "ClusterRole", "metadata": {"name": "x", "labels": {"a": [1]}}},
      "metadata.labels"),
     ({"kind": "ClusterRole", "metadata": {"name": "x"}, "aggregationRule": []},
      "aggregationRule must be an object"),
