@@ -14,18 +14,22 @@ import time
 import redis.asyncio as aioredis
 
 from clearance_core.errors import Stale
-from clearance_runtime import keys
+from clearance_runtime import keys, probes
 
 SERVICES = ("watcher", "compiler", "cache-invalidator", "decision")
 STALE_AFTER_MS = 5000
 DEFAULT_TIMEOUT_MS = 2000
 
 
-async def beat(redis: aioredis.Redis, service: str, revision: int) -> None:
+async def beat(redis: aioredis.Redis, service: str, revision: int, *, lag: int = 0) -> None:
+    """Report the service alive at ``revision``, ``lag`` events behind its input; also
+    what this process's ``/healthz`` and ``/readyz`` answer from (after the write
+    succeeded, so a beat proves Redis reachable)."""
     await redis.hset(
         keys.service(service),
-        mapping={"revision": revision, "heartbeat": int(time.time() * 1000)},
+        mapping={"revision": revision, "heartbeat": int(time.time() * 1000), "lag": lag},
     )
+    probes.beat(service, revision, lag)
 
 
 async def services(redis: aioredis.Redis) -> dict[str, tuple[int, bool]]:

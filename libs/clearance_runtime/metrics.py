@@ -1,10 +1,10 @@
-"""Prometheus metrics of every process, served on ``CLEARANCE_METRICS_PORT``."""
+"""Prometheus metrics of every process, served on ``CLEARANCE_METRICS_PORT`` (probes.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from prometheus_client import Counter, Gauge, Histogram, start_http_server
+from prometheus_client import Counter, Gauge, Histogram
 
 DECISIONS = Counter(
     "clearance_decisions_total", "Decisions answered, by subject and result",
@@ -66,9 +66,3 @@ class Bound:
 
 
 BOUND = Bound()
-
-
-def serve(port: int) -> None:
-    """Start the /metrics HTTP endpoint (no-op for port 0)."""
-    if port:
-        start_http_server(port)

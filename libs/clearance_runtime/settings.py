@@ -34,6 +34,8 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     kubeconfig: Path | None = None
     kubernetes: bool = False  # watch a Kubernetes API (in-cluster or kubeconfig)
     manifest_poll_seconds: float = 0.25
+    #: /readyz fails while a consumer is more than this many events behind.
+    ready_max_lag: int = 1000
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -51,4 +53,5 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
             kubeconfig=Path(kubeconfig) if kubeconfig else None,
             kubernetes=_bool("CLEARANCE_KUBERNETES", bool(kubeconfig) or in_cluster),
             manifest_poll_seconds=float(os.environ.get("CLEARANCE_MANIFEST_POLL", "0.25")),
+            ready_max_lag=_int("CLEARANCE_READY_MAX_LAG", 1000),
         )

@@ -44,7 +44,9 @@ def test_up_answers_the_example_question_and_stops_cleanly(tmp_path: Path) -> No
         assert (reply["decision"], reply["policy"]) == ("allow", "clusterpulse/platform-full")
     finally:
         up.send_signal(signal.SIGINT)
+        sent = time.monotonic()
         assert up.wait(timeout=20) == 0
+        assert time.monotonic() - sent < 5.0  # services, then both servers, within 5 s
     for port in (nats_port, redis_port):  # both servers are gone
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):

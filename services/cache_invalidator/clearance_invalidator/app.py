@@ -64,7 +64,11 @@ class Invalidator:
                 await self._apply(_record(fields[b"r"]))
             # Applied records are not needed again: ids are "<revision>-0".
             await self._r.xtrim(keys.CHANGES, minid=f"{self._revision + 1}-0")
-        await health.beat(self._r, "cache-invalidator", self._revision)
+        # Behind by what the compiler has folded and this loop has not yet applied.
+        compiled = int(await self._r.get(keys.REV) or 0)
+        lag = max(compiled - self._revision, 0)
+        metrics.CONSUMER_LAG.labels(consumer="cache-invalidator").set(lag)
+        await health.beat(self._r, "cache-invalidator", self._revision, lag=lag)
 
     async def _apply(self, record: ChangeRecord) -> None:
         removed = int(await self._invalidate(

@@ -62,6 +62,8 @@ def up(args: argparse.Namespace, settings: Settings) -> None:
     nats_srv.start()
     try:
         valkey_srv.start()
+        # If a stop ever has to be forced, the servers go with the process.
+        services.CHILDREN.extend(s.proc for s in (nats_srv, valkey_srv) if s.proc)
         endpoints_file(state).write_text(json.dumps({"nats": nats_url, "redis": redis_url}))
         os.environ["CLEARANCE_NATS_URL"] = nats_url
         os.environ["CLEARANCE_REDIS_URL"] = redis_url
@@ -72,6 +74,7 @@ def up(args: argparse.Namespace, settings: Settings) -> None:
         uvloop.run(services.run_services(services.NAMES, run_settings))
         print("\nstopped.", flush=True)
     finally:
-        valkey_srv.stop()
-        nats_srv.stop()
+        # Within the 5 s a stop may take: services have had at most ~2 s of it.
+        valkey_srv.stop(timeout=1.0)
+        nats_srv.stop(timeout=1.0)
         endpoints_file(state).unlink(missing_ok=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 import uvloop
 
 from clearance_cli import client, embedded, schemas, services
-from clearance_runtime import logs, metrics
+from clearance_runtime import logs
 from clearance_runtime.settings import Settings
 
 
@@ -73,7 +73,6 @@ def main(argv: list[str] | None = None) -> None:
     if args.command in ("check", "request", "can-i", "who-can"):
         sys.exit(asyncio.run(client.main(args)))
     logs.configure(settings.log_level, service=f"clearance-{args.command}")
-    metrics.serve(settings.metrics_port)
     with contextlib.suppress(KeyboardInterrupt):
         if args.command == "up":
             embedded.up(args, settings)

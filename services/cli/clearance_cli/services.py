@@ -4,7 +4,11 @@ if it were a separate process (they share nothing but the subjects and the store
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import signal
+import subprocess
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 
 import redis.asyncio as aioredis
@@ -13,12 +17,24 @@ import structlog
 from clearance_compiler.app import Compiler
 from clearance_decision.app import DecisionService
 from clearance_invalidator.app import Invalidator
-from clearance_runtime import bus, logs, metrics
+from clearance_runtime import bus, logs, metrics, probes
 from clearance_runtime.settings import Settings
 from clearance_watcher.app import Watcher
 
 log = logs.get(__name__)
 NAMES = ("watcher", "compiler", "cache-invalidator", "decision")
+#: Seconds from SIGTERM/SIGINT to exit, at most (the contract's bound is 5 s).
+CLOSE_WITHIN = 4.0
+#: Child processes (embedded servers) to kill if the watchdog has to end the process.
+CHILDREN: list[subprocess.Popen[bytes]] = []
+
+
+def _force_exit() -> None:
+    log.error("stop_forced", after_seconds=CLOSE_WITHIN)
+    for child in CHILDREN:
+        with contextlib.suppress(OSError):
+            child.kill()
+    os._exit(1)
 
 
 async def run_service(name: str, settings: Settings) -> None:
@@ -52,19 +68,25 @@ async def _run_once(name: str, settings: Settings) -> None:
     redis = aioredis.from_url(settings.redis_url, health_check_interval=10)
     runner: Callable[[], Awaitable[None]]
     if name == "watcher":
-        runner = Watcher(nc, settings).run
+        runner = Watcher(nc, settings, redis).run
     elif name == "compiler":
         runner = Compiler(nc, redis).run
     elif name == "cache-invalidator":
         runner = Invalidator(nc, redis).run
     else:
         runner = DecisionService(nc, redis, settings).run
+    probes.register(name, connected=lambda: nc.is_connected)
     log.info("service_started")
     try:
         await runner()
     finally:
-        await nc.drain() if nc.is_connected else await nc.close()
-        await redis.aclose()
+        probes.unregister(name)
+        # Bounded: with NATS or Redis gone, draining would wait for a server that is not
+        # coming back, and a stop must finish within seconds (CLOSE_WITHIN).
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(nc.drain() if nc.is_connected else nc.close(), 1.5)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(redis.aclose(), 0.5)
 
 
 async def run_services(names: Sequence[str], settings: Settings) -> None:
@@ -76,13 +98,22 @@ async def run_services(names: Sequence[str], settings: Settings) -> None:
     stopping = asyncio.Event()
 
     def stop() -> None:
+        if stopping.is_set():  # a second signal: no more waiting
+            os._exit(130)
         stopping.set()
+        # Whatever a service's shutdown waits on (a server that is gone, a blocked
+        # thread), the process ends within CLOSE_WITHIN of the signal.
+        watchdog = threading.Timer(CLOSE_WITHIN, _force_exit)
+        watchdog.daemon = True
+        watchdog.start()
         main.cancel()
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop)
     try:
         async with asyncio.TaskGroup() as group:
+            group.create_task(probes.serve(settings.metrics_port,
+                                           max_lag=settings.ready_max_lag), name="probes")
             for name in names:
                 group.create_task(run_service(name, settings), name=name)
     except asyncio.CancelledError:

@@ -98,9 +98,9 @@ class Compiler:
                 if seq > self._position:
                     await self._folder.fold(seq, msg.data)
                     self._position = seq
+            lag = 0
             if msgs:
                 await msgs[-1].ack()  # AckPolicy.ALL: acknowledges the whole batch
-                metrics.CONSUMER_LAG.labels(consumer=DURABLE).set(msgs[-1].metadata.num_pending)
-            else:
-                metrics.CONSUMER_LAG.labels(consumer=DURABLE).set(0)
-            await health.beat(self._r, "compiler", self._position)
+                lag = msgs[-1].metadata.num_pending
+            metrics.CONSUMER_LAG.labels(consumer=DURABLE).set(lag)
+            await health.beat(self._r, "compiler", self._position, lag=lag)

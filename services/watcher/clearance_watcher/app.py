@@ -6,9 +6,11 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any
 
+import redis.asyncio as aioredis
+import redis.exceptions
 from nats.aio.client import Client
 
-from clearance_runtime import bus, logs
+from clearance_runtime import bus, health, logs
 from clearance_runtime.settings import Settings
 from clearance_watcher.ledger import Ledger
 from clearance_watcher.manifests import ManifestSource
@@ -17,17 +19,20 @@ log = logs.get(__name__)
 
 
 class Watcher:
-    def __init__(self, nc: Client, settings: Settings) -> None:
+    def __init__(self, nc: Client, settings: Settings, redis: aioredis.Redis) -> None:
         self._nc = nc
         self._settings = settings
+        self._r = redis
+        self._ledgers: list[Ledger] = []
 
     async def run(self) -> None:
         js = self._nc.jetstream()
         await bus.ensure_stream(js)
-        sources: list[Coroutine[Any, Any, None]] = []
+        sources: list[Coroutine[Any, Any, None]] = [self._heartbeat()]
         if self._settings.manifests is not None:
             ledger = Ledger(js, source="manifests")
             await ledger.load()
+            self._ledgers.append(ledger)
             sources.append(ManifestSource(self._settings.manifests, ledger,
                                           poll_seconds=self._settings.manifest_poll_seconds).run())
         if self._settings.kubernetes:
@@ -35,11 +40,22 @@ class Watcher:
 
             ledger = Ledger(js, source="kubernetes")
             await ledger.load()
+            self._ledgers.append(ledger)
             sources.append(KubeSource(api_client(self._settings.kubeconfig), ledger).run())
-        if not sources:
+        if len(sources) == 1:
             log.warning("watcher_idle", hint="set CLEARANCE_MANIFESTS and/or "
                         "CLEARANCE_KUBECONFIG (or run in a cluster)")
-            await asyncio.Event().wait()
         async with asyncio.TaskGroup() as group:
             for source in sources:
                 group.create_task(source)
+
+    async def _heartbeat(self) -> None:
+        """The watcher reports like every service: a dead watcher shows as unhealthy in
+        ``clearance.v1.status``; its revision is the last sequence it wrote or loaded."""
+        while True:
+            try:
+                revision = max((ledger.last_seq for ledger in self._ledgers), default=0)
+                await health.beat(self._r, "watcher", revision)
+            except redis.exceptions.RedisError as exc:
+                log.warning("heartbeat_failed", error=str(exc))
+            await asyncio.sleep(1.0)

@@ -60,6 +60,11 @@ class Ledger:
     def known(self) -> dict[ObjectRef, Known]:
         return self._known
 
+    @property
+    def last_seq(self) -> int:
+        """The highest stream sequence this source has written or loaded."""
+        return max(self._last_seq.values(), default=0)
+
     async def load(self) -> None:
         """Rebuild the ledger from the last message of every subject of this source."""
         info = await self._js.stream_info(EVENTS_STREAM)
