@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -131,6 +132,27 @@ def spawn(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def teardown(procs: list[subprocess.Popen[bytes]], srvs: list[servers.Server]) -> None:
+    """Stop everything, always: services first (their servers still up), then servers;
+    a process that does not stop in time is killed, and no step can raise."""
+    for proc in procs:
+        with contextlib.suppress(OSError):
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(6)
+        except subprocess.TimeoutExpired:
+            print(f"bench: {proc.args} ignored SIGTERM for 6 s; killed", file=sys.stderr)
+            proc.kill()
+            proc.wait()
+    for srv in srvs:
+        try:
+            srv.stop(timeout=5)
+        except Exception as exc:  # teardown goes on; the error is shown
+            print(f"bench: stopping {srv.name}: {exc!r}", file=sys.stderr)
+            srv.kill()
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=5.0)
@@ -212,13 +234,12 @@ async def main() -> None:
         results["filter_100k_end_to_end_s"] = await fastest(nc, "clearance.v1.filter", big)
         results["filter_100k_request_bytes"] = len(big)
         await nc.close()
+    except BaseException as exc:
+        # Reported before the teardown, which must never hide it.
+        print(f"bench failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        raise
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            proc.wait(10)
-        valkey_srv.stop()
-        nats_srv.stop()
+        teardown(procs, [valkey_srv, nats_srv])
     print(json.dumps(results, indent=2))
     print(
         f"\necho {echo['rps']:.0f} req/s | cached check {cached['rps']:.0f} req/s "
