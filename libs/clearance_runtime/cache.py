@@ -19,25 +19,43 @@ from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
+import redis.exceptions
 
-from clearance_runtime import keys
+from clearance_runtime import keys, metrics
 
+# Memory layout (see keys.py): only cache entries carry a TTL, so under Valkey's
+# ``volatile-*`` eviction they are the only keys that can be evicted. Index sets carry no
+# TTL: an evicted index would leave live entries no invalidation can reach (a stale
+# allow), while an evicted entry only leaves a dangling index member, which SWEEP removes.
 _PUT = f"""
 if (redis.call('GET', '{keys.REV}') or '0') ~= ARGV[1] then return 0 end
-local now, index_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
+local now = tonumber(ARGV[2])
 local i, n = 4, 0
 while i <= #ARGV do
   local key, blob, ttl, nidx = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
   redis.call('SET', key, blob, 'PX', ttl)
   redis.call('ZADD', '{keys.CACHE_ALL}', now + ttl, key)
   for j = 1, nidx do
-    local idx = ARGV[i + 3 + j]
-    redis.call('SADD', idx, key)
-    redis.call('PEXPIRE', idx, index_ttl)
+    redis.call('SADD', ARGV[i + 3 + j], key)
   end
   i, n = i + 4 + nidx, n + 1
 end
 return n
+"""
+
+#: Removes index members whose entry expired or was evicted, one index set at a time.
+#: Atomic per set: an entry re-created by _PUT between a check and a removal would
+#: otherwise lose its index membership.
+SWEEP = """
+local removed = 0
+for _, idx in ipairs(KEYS) do
+  for _, k in ipairs(redis.call('SMEMBERS', idx)) do
+    if redis.call('EXISTS', k) == 0 then
+      removed = removed + redis.call('SREM', idx, k)
+    end
+  end
+end
+return removed
 """
 
 #: Deletes every entry listed in the given index sets (KEYS) and the sets themselves,
@@ -121,13 +139,21 @@ class DecisionCache:
                 future.set_result((revision, chunk))
 
     async def store(self, compiled_revision: str, entries: Sequence[Entry]) -> int:
+        """Cache entries (best effort: a store at its memory limit refuses the write, and
+        the answer is still given, just not cached)."""
         if not entries or not self.enabled:
             return 0
         argv: list[str | bytes | int] = [compiled_revision, int(time.time() * 1000), self.ttl_ms]
         for entry in entries:
             argv.extend((entry.key, entry.blob, entry.ttl_ms, len(entry.indexes)))
             argv.extend(entry.indexes)
-        return int(await self._put(args=argv))
+        try:
+            return int(await self._put(args=argv))
+        except redis.exceptions.ResponseError as exc:
+            if not str(exc).startswith("OOM"):
+                raise
+            metrics.CACHE_STORE_REFUSED.inc()
+            return 0
 
     async def clear(self, principal_digest: str | None) -> int:
         """Drop one principal's entries, or every entry (``None``)."""
@@ -140,3 +166,16 @@ class DecisionCache:
         now = int(time.time() * 1000)
         await self._r.zremrangebyscore(keys.CACHE_ALL, "-inf", now)
         return int(await self._r.zcard(keys.CACHE_ALL))
+
+
+async def sweep(redis: aioredis.Redis, *, batch: int = 200) -> int:
+    """Drop dangling members (expired or evicted entries) from every cache index set;
+    returns how many. Index sets never expire, so without this they only grow."""
+    script = redis.register_script(SWEEP)
+    removed, cursor = 0, 0
+    while True:
+        cursor, found = await redis.scan(cursor, match="clr:dci:[ugcp]:*", count=batch)
+        if found:
+            removed += int(await script(keys=list(found)))
+        if cursor == 0:
+            return removed

@@ -26,11 +26,18 @@ Invalidator:
     clr:inval:rev           last change record applied (the system's revision)
 Decision cache:
     clr:dc:<digest>         msgpack CheckResult (TTL)
-    clr:dci:u:<name>        SET   cache keys of a username or email
+    clr:dci:u:<name>        SET   cache keys of a username or email (index sets: no TTL)
     clr:dci:g:<group>       SET   cache keys computed with this effective group
     clr:dci:c:<cluster>     SET   cache keys about this cluster
     clr:dci:p:<digest>      SET   cache keys of one principal (cache.clear)
     clr:dci:all             ZSET  cache key -> expiry (ms): exact entry counts
+Memory (Valkey runs with ``maxmemory-policy volatile-lru``): only ``clr:dc:<digest>``
+entries carry a TTL, so they are the only keys eviction may remove. Compiled state, the
+change stream and the cache index sets carry none: an evicted index would leave live
+entries that no invalidation can reach. Dangling index members (their entry expired or
+was evicted) are swept by the invalidator every minute. At the limit with nothing left
+to evict, Valkey refuses writes: the compiler retries, the decision service answers
+without caching.
 Operations:
     clr:svc:<service>       HASH  revision, heartbeat (ms)
     clr:stats               HASH  hits, misses

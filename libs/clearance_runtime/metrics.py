@@ -38,6 +38,14 @@ SERVICE_RESTARTS = Counter(
     "clearance_service_restarts_total",
     "Service loops restarted in-process after an unexpected error, by service", ["service"],
 )
+CACHE_STORE_REFUSED = Counter(
+    "clearance_cache_store_refused_total",
+    "Decision cache writes refused by the store at its memory limit (answers still given)",
+)
+CACHE_SWEPT = Counter(
+    "clearance_cache_index_swept_total",
+    "Dangling cache index members (expired or evicted entries) removed",
+)
 MALFORMED = Counter("clearance_malformed_total", "Malformed inputs skipped, by where", ["where"])
 
 

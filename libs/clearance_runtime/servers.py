@@ -110,13 +110,17 @@ def nats_server(state_dir: Path, port: int | None = None) -> tuple[Server, str]:
                   log_path=state_dir / "nats.log"), f"nats://127.0.0.1:{port}"
 
 
-def valkey_server(state_dir: Path, port: int | None = None, *, persist: bool = True
-                  ) -> tuple[Server, str]:
+def valkey_server(state_dir: Path, port: int | None = None, *, persist: bool = True,
+                  maxmemory: str = "0") -> tuple[Server, str]:
+    """``volatile-lru``: at ``maxmemory`` only keys with a TTL — decision cache entries,
+    never compiled state — are evicted; when none is left, writes are refused (OOM) and
+    retried, instead of the process being killed (see keys.py)."""
     port = port or free_port()
     data = state_dir / "valkey"
     data.mkdir(parents=True, exist_ok=True)
     argv = [valkey_binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data),
             "--save", "", "--appendonly", "yes" if persist else "no",
-            "--protected-mode", "no"]
+            "--protected-mode", "no", "--maxmemory", maxmemory,
+            "--maxmemory-policy", "volatile-lru"]
     return Server(name="valkey-server", argv=argv, port=port,
                   log_path=state_dir / "valkey.log"), f"redis://127.0.0.1:{port}/0"

@@ -12,6 +12,7 @@ own, so a restart, or a flushed Redis, simply resumes from what Redis says.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import msgspec
@@ -20,7 +21,7 @@ import redis.exceptions
 from nats.aio.client import Client
 
 from clearance_core.wire import SUBJECT_DECISIONS_CHANGED, ChangedPrincipals, DecisionsChanged
-from clearance_runtime import health, keys, logs, metrics
+from clearance_runtime import cache, health, keys, logs, metrics
 from clearance_runtime.cache import INVALIDATE
 from clearance_runtime.state import ChangeRecord
 
@@ -37,6 +38,10 @@ def index_keys(record: ChangeRecord) -> list[str]:
     ]
 
 
+#: Seconds between sweeps of dangling cache index members.
+SWEEP_EVERY = 60.0
+
+
 class Invalidator:
     def __init__(self, nc: Client, redis: aioredis.Redis) -> None:
         self._nc = nc
@@ -45,9 +50,13 @@ class Invalidator:
         self._revision = 0
 
     async def run(self) -> None:
+        next_sweep = time.monotonic() + SWEEP_EVERY
         while True:
             try:
                 await self._step()
+                if time.monotonic() >= next_sweep:
+                    next_sweep = time.monotonic() + SWEEP_EVERY
+                    metrics.CACHE_SWEPT.inc(await cache.sweep(self._r))
             except asyncio.CancelledError:
                 raise
             except redis.exceptions.RedisError as exc:
