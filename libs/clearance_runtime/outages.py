@@ -14,12 +14,16 @@ import asyncio
 import nats.errors
 import redis.exceptions
 
+from clearance_runtime.state import LostSync
+
 # Replies a healthy server gives while it cannot take writes for a while.
 _TRANSIENT_REPLIES = ("OOM", "LOADING", "BUSY", "READONLY", "MASTERDOWN", "TRYAGAIN",
                       "CLUSTERDOWN", "NOREPLICAS", "MISCONF")
 
 
 def is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, LostSync):
+        return True  # not the object's fault: the writer restarts from the checkpoint
     if isinstance(exc, redis.exceptions.ResponseError):
         return str(exc).lstrip("-").upper().startswith(_TRANSIENT_REPLIES)
     if isinstance(exc, redis.exceptions.DataError | redis.exceptions.InvalidResponse):

@@ -1,4 +1,4 @@
-"""The compiled state in Redis: the compiler's writes (one MULTI per event).
+"""The compiled state in Redis: the compiler's writes (one atomic script per event).
 
 Each commit writes the object's compiled value, its index entries, the checkpoint
 ``clr:rev`` and a change record on ``clr:changes`` atomically. A crash can therefore
@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
+import redis.exceptions
 
 from clearance_core.fold import Affected
 from clearance_core.metricsource import CompiledSource
@@ -49,9 +50,59 @@ def decode_source(blob: bytes) -> CompiledSource:
     return _source_decoder.decode(blob)
 
 
+class LostSync(Exception):
+    """Redis no longer holds the state this writer built (flushed, restored, or written
+    by another compiler): restart from the checkpoint."""
+
+
+_LOST_SYNC = "CLEARANCE_LOST_SYNC"
+
+#: ARGV[1]: the expected checkpoint ("" = unfenced); then per command its length and
+#: words. Checked and applied in one script, so no other writer can interleave.
+_COMMIT = f"""
+if ARGV[1] ~= '' then
+  local current = redis.call('GET', '{keys.REV}') or '0'
+  if current ~= ARGV[1] then
+    return redis.error_reply('{_LOST_SYNC} at ' .. current .. ', expected ' .. ARGV[1])
+  end
+end
+local i = 2
+while i <= #ARGV do
+  local n = tonumber(ARGV[i])
+  redis.call(unpack(ARGV, i + 1, i + n))
+  i = i + n + 1
+end
+return 1
+"""
+
+
+class _Recorder:
+    """The write commands of one event, in order (the subset Transaction uses)."""
+
+    def __init__(self) -> None:
+        self.commands: list[tuple[Any, ...]] = []
+
+    def set(self, key: str, value: Any) -> None:
+        self.commands.append(("SET", key, value))
+
+    def hset(self, key: str, field: str, value: Any) -> None:
+        self.commands.append(("HSET", key, field, value))
+
+    def hdel(self, key: str, field: str) -> None:
+        self.commands.append(("HDEL", key, field))
+
+    def sadd(self, key: str, member: str) -> None:
+        self.commands.append(("SADD", key, member))
+
+    def srem(self, key: str, member: str) -> None:
+        self.commands.append(("SREM", key, member))
+
+
 class StateStore:
     def __init__(self, redis: aioredis.Redis) -> None:
         self._r = redis
+        self._expected: int | None = None
+        self._commit = redis.register_script(_COMMIT)
 
     async def checkpoint(self) -> int | None:
         """The last folded sequence, or None when Redis holds no compiled state at all."""
@@ -105,29 +156,51 @@ class StateStore:
         async with self.transaction(seq):
             return
 
+    def expect(self, checkpoint: int | None) -> None:
+        """Fence the next commit: it applies only while ``clr:rev`` still equals
+        ``checkpoint`` (``None``: no fence). Each commit then moves the fence along."""
+        self._expected = checkpoint
+
     @contextlib.asynccontextmanager
     async def transaction(self, seq: int) -> AsyncIterator[Transaction]:
-        """Everything one event changes, committed in one MULTI with the checkpoint and
-        the change record (nothing is written if the block raises)."""
-        async with self._r.pipeline(transaction=True) as pipe:
-            tx = Transaction(pipe)
-            yield tx
-            pipe.set(keys.REV, seq)
-            record = ChangeRecord(
-                revision=seq,
-                users=sorted(tx.affected.users),
-                groups=sorted(tx.affected.groups),
-                clusters=sorted(tx.affected.clusters),
-                all=tx.affected.all,
-            )
-            pipe.xadd(keys.CHANGES, {"r": _json.encode(record)}, id=f"{seq}-0")
-            await pipe.execute()
+        """Everything one event changes, committed atomically (one Lua script) with the
+        checkpoint and the change record; nothing is written if the block raises.
+
+        Fenced on the checkpoint: when ``clr:rev`` is no longer where this writer left it
+        — Redis was flushed or restored mid-burst, or another compiler wrote meanwhile —
+        nothing is written and :class:`LostSync` is raised, so the writer restarts from
+        the checkpoint instead of folding onto state it did not build."""
+        recorder = _Recorder()
+        tx = Transaction(recorder)
+        yield tx
+        record = ChangeRecord(
+            revision=seq,
+            users=sorted(tx.affected.users),
+            groups=sorted(tx.affected.groups),
+            clusters=sorted(tx.affected.clusters),
+            all=tx.affected.all,
+        )
+        recorder.set(keys.REV, seq)
+        recorder.commands.append(("XADD", keys.CHANGES, f"{seq}-0", "r", _json.encode(record)))
+        fence = "" if self._expected is None else str(self._expected)
+        argv: list[Any] = [fence]
+        for command in recorder.commands:
+            argv.append(len(command))
+            argv.extend(command)
+        try:
+            await self._commit(args=argv)
+        except redis.exceptions.ResponseError as exc:
+            if str(exc).startswith(_LOST_SYNC):
+                raise LostSync(f"checkpoint moved: {exc}") from None
+            raise
+        if self._expected is not None:
+            self._expected = seq
 
 
 class Transaction:
     """Queues the writes of one event; ``affected`` accumulates whose answers change."""
 
-    def __init__(self, pipe: Any) -> None:
+    def __init__(self, pipe: _Recorder) -> None:
         self._pipe = pipe
         self.affected = Affected()
 

@@ -23,7 +23,7 @@ from clearance_compiler.folder import Folder
 from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS
 from clearance_runtime import bus, health, logs, metrics
 from clearance_runtime.outages import is_transient
-from clearance_runtime.state import StateStore
+from clearance_runtime.state import LostSync, StateStore
 
 log = logs.get(__name__)
 DURABLE = "clearance-compiler"
@@ -45,6 +45,7 @@ class Compiler:
                 await bus.ensure_stream(self._js)
                 checkpoint = await self._store.checkpoint() or 0
                 self._position = checkpoint
+                self._store.expect(checkpoint)
                 self._folder.reset()
                 log.info("compiler_starting", checkpoint=checkpoint)
                 sub = await self._subscribe(checkpoint)
@@ -54,6 +55,8 @@ class Compiler:
                     await sub.unsubscribe()
             except asyncio.CancelledError:
                 raise
+            except LostSync as exc:
+                log.warning("compiled_state_lost", position=self._position, error=str(exc))
             except Exception as exc:
                 if not is_transient(exc):
                     # Folding contains every per-object failure, so this is a defect in
