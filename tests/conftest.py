@@ -53,6 +53,8 @@ async def clean_servers(real_servers: Servers) -> AsyncIterator[Servers]:
     js = nc.jetstream()
     with contextlib.suppress(NotFoundError):
         await js.delete_stream(EVENTS_STREAM)
+    with contextlib.suppress(NotFoundError):  # no lease left over from a killed process
+        await js.delete_stream("KV_CLEARANCE_LEASES")
     await nc.close()
     r = aioredis.from_url(real_servers.redis_url)
     await r.flushall()

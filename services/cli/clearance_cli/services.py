@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -18,6 +19,7 @@ from clearance_compiler.app import Compiler
 from clearance_decision.app import DecisionService
 from clearance_invalidator.app import Invalidator
 from clearance_runtime import bus, logs, metrics, probes
+from clearance_runtime.lease import Lease
 from clearance_runtime.settings import Settings
 from clearance_watcher.app import Watcher
 
@@ -68,9 +70,16 @@ async def _run_once(name: str, settings: Settings) -> None:
     redis = aioredis.from_url(settings.redis_url, health_check_interval=10)
     runner: Callable[[], Awaitable[None]]
     if name == "watcher":
-        runner = Watcher(nc, settings, redis).run
+        # One active watcher per set of sources; replicas wait as standbys.
+        sources = "-".join(s for s, on in (("manifests", settings.manifests is not None),
+                                            ("kubernetes", settings.kubernetes)) if on)
+        watcher_lease = Lease(nc.jetstream(), f"watcher.{sources or 'none'}",
+                              service=name)
+        runner = functools.partial(watcher_lease.hold, Watcher(nc, settings, redis).run)
     elif name == "compiler":
-        runner = Compiler(nc, redis).run
+        # Exactly one active compiler (folding is order-sensitive); replicas are standbys.
+        compiler_lease = Lease(nc.jetstream(), "compiler", service=name)
+        runner = functools.partial(compiler_lease.hold, Compiler(nc, redis).run)
     elif name == "cache-invalidator":
         runner = Invalidator(nc, redis).run
     else:
