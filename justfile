@@ -18,6 +18,10 @@ test *args:
 bench *args:
     {{venv}}/python bench/run.py "$@"
 
+# Soak: a steady mixed load with policy churn; per-minute latency, RSS, Valkey memory.
+soak *args:
+    {{venv}}/python bench/soak.py "$@"
+
 # ruff, mypy --strict, import-linter layers, proto-schemas drift.
 lint:
     {{venv}}/ruff check libs services tests bench
