@@ -1,57 +1,91 @@
-"""Configuration from the environment (CONTRACT section 8), read once per process."""
+"""Configuration from the environment (CONTRACT section 8), read once per process.
+
+Every ``CLEARANCE_*`` variable is decoded by msgspec into :class:`Settings`, so every bad
+value — an integer that is not one, a boolean spelled ``ture``, a negative port — ends the
+process the same way: one line naming the variable, the value and what was expected.
+Booleans take ``true/false``, ``1/0``, ``yes/no`` and ``on/off`` (any case).
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Annotated, Any
 
 import msgspec
 
-
-def _int(name: str, default: int) -> int:
-    raw = os.environ.get(name, "")
-    try:
-        return int(raw) if raw.strip() else default
-    except ValueError:
-        raise SystemExit(f"{name} must be an integer, got {raw!r}") from None
-
-
-def _bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name, "").strip().lower()
-    if not raw:
-        return default
-    return raw in ("1", "true", "yes", "on")
+_Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]
+_NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+_Seconds = Annotated[float, msgspec.Meta(gt=0)]
 
 
 class Settings(msgspec.Struct, kw_only=True, frozen=True):
     nats_url: str = "nats://127.0.0.1:4222"
     redis_url: str = "redis://127.0.0.1:6379/0"
-    decision_cache_ttl: int = 300
+    decision_cache_ttl: _NonNegative = 300
     log_level: str = "INFO"
-    metrics_port: int = 0  # 0: no metrics endpoint
+    metrics_port: _Port = 0  # 0: no metrics/probe endpoint
     allow_unset: bool = True
     manifests: Path | None = None
     kubeconfig: Path | None = None
     kubernetes: bool = False  # watch a Kubernetes API (in-cluster or kubeconfig)
-    manifest_poll_seconds: float = 0.25
+    manifest_poll_seconds: _Seconds = 0.25
     #: /readyz fails while a consumer is more than this many events behind.
-    ready_max_lag: int = 1000
+    ready_max_lag: _NonNegative = 1000
 
     @classmethod
-    def from_env(cls) -> Settings:
-        manifests = os.environ.get("CLEARANCE_MANIFESTS") or None
-        kubeconfig = os.environ.get("CLEARANCE_KUBECONFIG") or None
-        in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
-        return cls(
-            nats_url=os.environ.get("CLEARANCE_NATS_URL", cls.nats_url),
-            redis_url=os.environ.get("CLEARANCE_REDIS_URL", cls.redis_url),
-            decision_cache_ttl=_int("CLEARANCE_DECISION_CACHE_TTL", 300),
-            log_level=os.environ.get("CLEARANCE_LOG_LEVEL", "INFO").upper(),
-            metrics_port=_int("CLEARANCE_METRICS_PORT", 0),
-            allow_unset=_bool("CLEARANCE_ALLOW_UNSET", True),
-            manifests=Path(manifests) if manifests else None,
-            kubeconfig=Path(kubeconfig) if kubeconfig else None,
-            kubernetes=_bool("CLEARANCE_KUBERNETES", bool(kubeconfig) or in_cluster),
-            manifest_poll_seconds=float(os.environ.get("CLEARANCE_MANIFEST_POLL", "0.25")),
-            ready_max_lag=_int("CLEARANCE_READY_MAX_LAG", 1000),
-        )
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Settings from ``CLEARANCE_*`` variables; SystemExit with one clear line for
+        any value that does not decode."""
+        env = os.environ if environ is None else environ
+        raw: dict[str, Any] = {}
+        for field, variable in ENV.items():
+            value = env.get(variable, "").strip()
+            if value:
+                raw[field] = _BOOLEAN_WORDS.get(value.lower(), value) \
+                    if field in _BOOLEANS else value
+        if "log_level" in raw:
+            raw["log_level"] = raw["log_level"].upper()
+        if "kubernetes" not in raw:
+            # On with a kubeconfig or inside a pod, unless said otherwise.
+            raw["kubernetes"] = bool(raw.get("kubeconfig")
+                                     or env.get("KUBERNETES_SERVICE_HOST"))
+        try:
+            return msgspec.convert(raw, cls, strict=False, dec_hook=_dec_hook)
+        except msgspec.ValidationError as exc:
+            raise SystemExit(_explain(exc, raw)) from None
+
+
+#: Settings field -> environment variable.
+ENV = {
+    "nats_url": "CLEARANCE_NATS_URL",
+    "redis_url": "CLEARANCE_REDIS_URL",
+    "decision_cache_ttl": "CLEARANCE_DECISION_CACHE_TTL",
+    "log_level": "CLEARANCE_LOG_LEVEL",
+    "metrics_port": "CLEARANCE_METRICS_PORT",
+    "allow_unset": "CLEARANCE_ALLOW_UNSET",
+    "manifests": "CLEARANCE_MANIFESTS",
+    "kubeconfig": "CLEARANCE_KUBECONFIG",
+    "kubernetes": "CLEARANCE_KUBERNETES",
+    "manifest_poll_seconds": "CLEARANCE_MANIFEST_POLL",
+    "ready_max_lag": "CLEARANCE_READY_MAX_LAG",
+}
+_BOOLEANS = {"allow_unset", "kubernetes"}
+_BOOLEAN_WORDS = {"yes": "true", "on": "true", "no": "false", "off": "false"}
+
+
+def _dec_hook(kind: type, value: Any) -> Any:
+    if kind is Path and isinstance(value, str):
+        return Path(value)
+    raise NotImplementedError(kind)
+
+
+def _explain(exc: msgspec.ValidationError, raw: Mapping[str, Any]) -> str:
+    message = str(exc)
+    field = message.rsplit("$.", 1)[-1].strip("`") if "$." in message else ""
+    variable = ENV.get(field, "a CLEARANCE_* variable")
+    reason = message.split(" - at ", 1)[0]
+    if field in _BOOLEANS:
+        reason = "expected a boolean (true/false, 1/0, yes/no, on/off)"
+    return f"invalid configuration: {variable}={raw.get(field)!r}: {reason}"
