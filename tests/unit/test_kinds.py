@@ -1,0 +1,45 @@
+"""How objects on the stream are identified and where they are published."""
+
+from __future__ import annotations
+
+import pytest
+
+from clearance_core.errors import InvalidObject
+from clearance_core.kinds import KINDS, ObjectRef, event_subject, ref_of, subject_token
+
+
+def test_every_contract_kind_is_known_with_its_api() -> None:
+    assert set(KINDS) == {
+        "monitoraccesspolicy", "metricsource", "accesspolicy", "managedcluster",
+        "managedclusterset", "role", "clusterrole", "rolebinding", "clusterrolebinding",
+        "group", "namespace", "customresourcedefinition"}
+    assert KINDS["rolebinding"] == ("rbac.authorization.k8s.io/v1", "rolebindings", True)
+
+
+def test_an_object_is_identified_by_kind_namespace_and_name() -> None:
+    ref = ref_of({"kind": "RoleBinding", "metadata": {"name": "b", "namespace": "ns"}})
+    assert ref == ObjectRef("rolebinding", "ns", "b") and str(ref) == "rolebinding/ns/b"
+    assert ref_of({"kind": "Group", "metadata": {"name": "g"}}).namespace == ""
+
+
+@pytest.mark.parametrize("obj", [
+    {"kind": "Pod", "metadata": {"name": "x"}},
+    {"kind": 3, "metadata": {"name": "x"}},
+    {"kind": "Group"},
+    {"kind": "Group", "metadata": {"name": ""}},
+    {"kind": "Group", "metadata": {"name": "g", "namespace": 5}},
+])
+def test_unusable_identities_are_invalid(obj: dict[str, object]) -> None:
+    with pytest.raises(InvalidObject):
+        ref_of(obj)  # type: ignore[arg-type]
+
+
+def test_the_subject_token_is_the_uid_when_nats_safe_else_derived() -> None:
+    obj = {"kind": "Group", "metadata": {"name": "g", "uid": "0a1b-c2"}}
+    ref = ref_of(obj)
+    assert subject_token(obj, ref) == "0a1b-c2"
+    assert event_subject(obj, ref) == "clearance.events.group.0a1b-c2"
+    unsafe = {"kind": "Group", "metadata": {"name": "g", "uid": "a.b>c"}}
+    token = subject_token(unsafe, ref_of(unsafe))
+    assert token.startswith("n-") and token.replace("-", "").isalnum()
+    assert token == subject_token({"kind": "Group", "metadata": {"name": "g"}}, ref)
