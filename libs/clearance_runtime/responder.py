@@ -44,9 +44,10 @@ _request_id = msgspec.json.Decoder(_RequestId).decode
 
 
 def request_id_of(body: bytes) -> str | None:
+    """The request's ``request_id``, or None; never raises (it runs on error paths)."""
     try:
         value = _request_id(body).request_id
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
     return value if isinstance(value, str) else None
 
@@ -66,6 +67,30 @@ def decode_request(decoder: msgspec.json.Decoder[T], body: bytes) -> T:
         raise BadRequest(f"invalid request: {exc}") from None
     except msgspec.DecodeError as exc:
         raise BadRequest(f"request is not valid JSON: {exc}") from None
+    except RecursionError:  # msgspec refuses nesting deeper than the interpreter's stack
+        raise BadRequest("request is nested too deeply") from None
+
+
+async def reply_to(subject: str, handler: Handler, body: bytes) -> tuple[bytes, str]:
+    """Answer one request: (encoded reply, ``ok`` or the error code). Never raises.
+
+    A ``RequestError`` becomes its error reply; anything else becomes ``internal`` for
+    this request alone (fail closed: never an allow, never a neighbour's answer).
+    """
+    try:
+        return await handler(body), "ok"
+    except RequestError as exc:
+        rid = request_id_of(body)
+        log.info("request_failed", subject=subject, request_id=rid, code=exc.code,
+                 error=exc.message)
+        metrics.BOUND.decision(subject, exc.code).inc()
+        return error_reply(exc, rid), exc.code
+    except Exception as exc:
+        rid = request_id_of(body)
+        with structlog.contextvars.bound_contextvars(request_id=rid):
+            log.exception("request_crashed", subject=subject)
+        metrics.BOUND.decision(subject, "internal").inc()
+        return error_reply(Internal(f"internal error: {type(exc).__name__}"), rid), "internal"
 
 
 class Responder:
@@ -159,28 +184,12 @@ class Responder:
     async def _answer(self, subject: str, handler: Handler, msg: Msg) -> None:
         started = time.perf_counter()
         body = msg.data
-        try:
-            reply = await handler(body)
-            result = "ok"
-        except RequestError as exc:
-            rid = request_id_of(body)
-            reply = error_reply(exc, rid)
-            result = exc.code
-            log.info("request_failed", subject=subject, request_id=rid, code=exc.code,
-                     error=exc.message)
-        except Exception as exc:  # fail closed: any surprise is an internal error
-            rid = request_id_of(body)
-            reply = error_reply(Internal(f"internal error: {type(exc).__name__}"), rid)
-            result = "internal"
-            with structlog.contextvars.bound_contextvars(request_id=rid):
-                log.exception("request_crashed", subject=subject)
+        reply, result = await reply_to(subject, handler, body)
         elapsed = time.perf_counter() - started
         metrics.BOUND.latency(subject).observe(elapsed)
         if logs.LEVEL <= logging.DEBUG:  # one line per request costs throughput: opt-in
             log.debug("request", subject=subject, request_id=request_id_of(body),
                       result=result, ms=round(elapsed * 1000, 3))
-        if result != "ok":
-            metrics.BOUND.decision(subject, result).inc()
         if msg.reply:
             try:
                 await self._nc.publish(msg.reply, reply)
