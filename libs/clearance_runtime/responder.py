@@ -27,6 +27,7 @@ from nats.aio.msg import Msg
 
 from clearance_core.errors import BadRequest, Internal, RequestError
 from clearance_core.wire import ErrorBody, ErrorReply
+from clearance_core.wire.limits import MAX_DEPTH, nesting_exceeds
 from clearance_runtime import logs, metrics
 
 log = logs.get(__name__)
@@ -60,15 +61,18 @@ def error_reply(exc: RequestError, request_id: str | None) -> bytes:
 
 
 def decode_request(decoder: msgspec.json.Decoder[T], body: bytes) -> T:
-    """Decode a request; every decoding problem is a ``bad_request`` with msgspec's text."""
+    """Decode a request; every decoding problem is a ``bad_request`` with msgspec's text,
+    and a body nested deeper than ``MAX_DEPTH`` is one naming that limit."""
+    if nesting_exceeds(body):
+        raise BadRequest(f"request nests deeper than the limit of {MAX_DEPTH} levels")
     try:
         return decoder.decode(body)
     except msgspec.ValidationError as exc:
         raise BadRequest(f"invalid request: {exc}") from None
     except msgspec.DecodeError as exc:
         raise BadRequest(f"request is not valid JSON: {exc}") from None
-    except RecursionError:  # msgspec refuses nesting deeper than the interpreter's stack
-        raise BadRequest("request is nested too deeply") from None
+    except RecursionError:  # not expected past nesting_exceeds; fail as a bad request
+        raise BadRequest(f"request nests deeper than the limit of {MAX_DEPTH} levels") from None
 
 
 async def reply_to(subject: str, handler: Handler, body: bytes) -> tuple[bytes, str]:

@@ -15,6 +15,7 @@ import redis.asyncio as aioredis
 
 from clearance_core.resources import decision_digest, principal_digest
 from clearance_core.wire import CheckRequest
+from clearance_core.wire.limits import MAX_DEPTH, MAX_GROUPS
 from clearance_runtime import keys
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
@@ -111,3 +112,37 @@ async def test_a_bad_batch_item_makes_the_batch_a_bad_request_naming_it(system: 
                                  {"principal": ALICE, "checks": checks, "request_id": "b"})
     assert reply["error"]["code"] == "bad_request" and reply["request_id"] == "b"
     assert reply["error"]["message"].startswith("checks[1]: resource.cluster is required")
+
+
+def nested(levels: int) -> Any:
+    value: Any = {}
+    for _ in range(levels - 1):
+        value = {"a": value}
+    return value
+
+
+async def test_nesting_beyond_the_limit_is_a_bad_request_naming_it(system: System) -> None:
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+              "spec": {"user": "alice", "nonResourceAttributes": {"path": "/x", "verb": "get"}}}
+    # The review object is level 1: metadata nests 63 more levels (64), then 64 (65).
+    at_limit = await system.request("clearance.v1.review.subject",
+                                    {**review, "metadata": nested(MAX_DEPTH - 1)})
+    assert at_limit["metadata"] == nested(MAX_DEPTH - 1)  # sent back as it came
+    assert at_limit["status"]["allowed"] is False
+    over = await system.request("clearance.v1.review.subject",
+                                {**review, "metadata": nested(MAX_DEPTH), "request_id": "r"})
+    assert over["error"]["code"] == "bad_request" and over["request_id"] == "r"
+    assert f"limit of {MAX_DEPTH} levels" in over["error"]["message"]
+
+
+async def test_groups_beyond_the_limit_are_a_bad_request_naming_it(system: System) -> None:
+    groups = [f"g{i}" for i in range(MAX_GROUPS + 1)]
+    reply = await system.request("clearance.v1.check", {
+        "principal": {"username": "alice", "groups": groups}, "action": "view",
+        "resource": {"type": "cluster", "name": "prod"}})
+    assert reply["error"]["code"] == "bad_request"
+    assert f"<= {MAX_GROUPS}" in reply["error"]["message"]
+    allowed = await system.request("clearance.v1.check", {
+        "principal": {"username": "alice", "groups": groups[:-1]}, "action": "view",
+        "resource": {"type": "cluster", "name": "prod"}})
+    assert allowed["decision"] == "allow"

@@ -7,6 +7,7 @@ from typing import Any, Literal
 import msgspec
 
 from clearance_core.wire.common import Action, DecisionKind, Principal, RequestBase, Resource
+from clearance_core.wire.limits import Checks
 
 
 class CheckRequest(RequestBase, kw_only=True):
@@ -27,7 +28,7 @@ class BatchRequest(RequestBase, kw_only=True):
     """``clearance.v1.check.batch``: many checks for one principal, answered in order."""
 
     principal: Principal
-    checks: list[BatchItem]
+    checks: Checks[BatchItem]
     explain: bool = False
 
 

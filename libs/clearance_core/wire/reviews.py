@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 
 from clearance_core.wire.common import Principal, RequestBase
+from clearance_core.wire.limits import Groups, Items
 
 
 class ResourceAttributes(msgspec.Struct, kw_only=True, rename="camel"):
@@ -28,7 +29,7 @@ class SubjectAccessReviewSpec(msgspec.Struct, kw_only=True, rename="camel"):
     resource_attributes: ResourceAttributes | None = None
     non_resource_attributes: NonResourceAttributes | None = None
     user: str = ""
-    groups: list[str] = []
+    groups: Groups = []
     uid: str = ""
     extra: dict[str, list[str]] = {}
 
@@ -50,7 +51,7 @@ class RulesReviewRequest(RequestBase, kw_only=True):
 
     spec: RulesReviewSpec = msgspec.field(default_factory=RulesReviewSpec)
     user: str
-    groups: list[str] = []
+    groups: Groups = []
 
 
 class RulesReviewStatus(msgspec.Struct, kw_only=True, rename="camel"):
@@ -97,7 +98,7 @@ class SearchResult(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True
 
 class SearchFilterRequest(RequestBase, kw_only=True):
     principal: Principal
-    items: list[SearchResult]
+    items: Items[SearchResult]
 
 
 class SearchFilterReply(msgspec.Struct, kw_only=True):

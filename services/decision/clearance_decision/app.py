@@ -75,7 +75,6 @@ In = TypeVar("In")
 Req = TypeVar("Req", bound=RequestBase)
 Out = TypeVar("Out")
 QUEUE = "clearance-decision"
-MAX_BATCH = 10000
 _encode = msgspec.json.Encoder().encode
 _check = msgspec.json.Decoder(CheckRequest)
 _batch = msgspec.json.Decoder(BatchRequest)
@@ -203,8 +202,6 @@ class DecisionService:
 
     async def batch(self, body: bytes) -> bytes:
         request = decode_request(_batch, body)
-        if len(request.checks) > MAX_BATCH:
-            raise BadRequest(f"a batch holds at most {MAX_BATCH} checks")
         for index, item in enumerate(request.checks):
             # One request, one answer: a bad item makes the whole batch a bad_request
             # (a result has no error form), named so the caller can fix it.

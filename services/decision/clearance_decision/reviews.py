@@ -48,6 +48,9 @@ from clearance_runtime import health, keys, logs
 
 log = logs.get(__name__)
 _object = msgspec.json.Decoder(dict[str, Any])
+# A review comes back as it was sent: its members are kept as raw JSON, never rebuilt as
+# Python objects (cheap whatever the client put in them).
+_members = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _labels = msgspec.json.Decoder(dict[str, str])
 
 
@@ -141,7 +144,7 @@ class Reviews:
         status: dict[str, Any] = {"allowed": allowed, "reason": reason}
         if error:
             status["evaluationError"] = error
-        reply = _object.decode(body)  # the same object back, as Kubernetes does
+        reply: dict[str, Any] = dict(_members.decode(body))  # the same object back
         reply["status"] = status
         reply["revision"] = await health.revision(self._r)
         return reply
