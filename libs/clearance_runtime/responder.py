@@ -9,6 +9,8 @@ bound into every log line, and fail-closed error replies.
 
 A handler gets the raw body and returns the encoded reply. Any ``RequestError`` becomes
 ``{"error": {"code", "message"}}``; anything else becomes ``internal`` — never an allow.
+Every request with a reply subject gets a reply: one too large for the server's
+``max_payload`` becomes a ``bad_request`` naming that limit.
 """
 
 from __future__ import annotations
@@ -123,7 +125,10 @@ class Responder:
     async def serve_many(self, subject: str, handler: ManyHandler) -> None:
         """Serve a hot subject in batches: every request that arrived in one event-loop
         iteration is answered by one handler call (one task, one cache round trip),
-        instead of a task and a future per request."""
+        instead of a task and a future per request.
+
+        The handler must answer each body on its own (see :func:`reply_to`): if it
+        raises, every request of the batch gets that error."""
         queue: list[Msg] = []
         room = asyncio.Event()
         room.set()
@@ -175,11 +180,7 @@ class Responder:
         histogram = metrics.BOUND.latency(subject)
         for msg, reply in zip(batch, replies, strict=True):
             histogram.observe(elapsed)
-            if msg.reply:
-                try:
-                    await self._nc.publish(msg.reply, reply)
-                except Exception as exc:
-                    log.warning("reply_failed", subject=subject, error=str(exc))
+            await self._send(subject, msg, reply)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -194,11 +195,26 @@ class Responder:
         if logs.LEVEL <= logging.DEBUG:  # one line per request costs throughput: opt-in
             log.debug("request", subject=subject, request_id=request_id_of(body),
                       result=result, ms=round(elapsed * 1000, 3))
-        if msg.reply:
-            try:
-                await self._nc.publish(msg.reply, reply)
-            except Exception as exc:
-                log.warning("reply_failed", subject=subject, error=str(exc))
+        await self._send(subject, msg, reply)
+
+    async def _send(self, subject: str, msg: Msg, reply: bytes) -> None:
+        """Publish the reply; one the server would refuse for its size is replaced by a
+        ``bad_request`` naming the limit, so the requester never waits for nothing."""
+        if not msg.reply:
+            return
+        limit = self._nc.max_payload
+        if len(reply) > limit:
+            rid = request_id_of(msg.data)
+            log.warning("reply_too_large", subject=subject, request_id=rid, size=len(reply),
+                        max_payload=limit)
+            metrics.BOUND.decision(subject, "bad_request").inc()
+            reply = error_reply(BadRequest(
+                f"the reply ({len(reply)} bytes) exceeds the NATS server's max_payload of "
+                f"{limit} bytes; ask for less in one request"), rid)
+        try:
+            await self._nc.publish(msg.reply, reply)
+        except Exception as exc:
+            log.warning("reply_failed", subject=subject, error=str(exc))
 
     async def stop(self) -> None:
         for sub in self._subs:

@@ -146,3 +146,23 @@ async def test_groups_beyond_the_limit_are_a_bad_request_naming_it(system: Syste
         "principal": {"username": "alice", "groups": groups[:-1]}, "action": "view",
         "resource": {"type": "cluster", "name": "prod"}})
     assert allowed["decision"] == "allow"
+
+
+async def test_a_reply_too_large_for_the_server_is_a_bad_request_naming_the_limit(
+        system: System) -> None:
+    """A review comes back with its status added: sent at the payload limit, its answer
+    cannot be delivered, and the client is told so instead of timing out."""
+    assert system.nc is not None
+    limit = system.nc.max_payload
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+              "request_id": "big", "spec": {"user": "alice", "groups": ["sre"],
+                                            "resourceAttributes": {"verb": "get",
+                                                                   "resource": "pods"}}}
+    body = msgspec.json.encode({**review, "pad": ""})
+    body = msgspec.json.encode({**review, "pad": "x" * (limit - len(body))})
+    assert len(body) == limit
+    reply = await system.request("clearance.v1.review.subject", body, timeout=10)
+    assert (reply["error"]["code"], reply["request_id"]) == ("bad_request", "big")
+    assert f"max_payload of {limit} bytes" in reply["error"]["message"]
+    fits = await system.request("clearance.v1.review.subject", {**review, "pad": "x" * 1000})
+    assert fits["status"]["allowed"] is False and len(fits["pad"]) == 1000
