@@ -407,6 +407,22 @@ class RuleView:
             return "partial"
         return "allow"
 
+    def namespace_hides(self, type_name: str, namespace: str) -> str | None:
+        """For a whole-type check naming ``namespace``: what hides every item of the type
+        in it — ``namespace`` (the namespace rule, for namespaced built-ins) or
+        ``namespaces`` (the type's own filter) — or None when some item there may show.
+
+        As for a check on one item, the namespace is the item's only one (an operator's
+        availability elsewhere is not known to a check)."""
+        kind = plural(type_name)
+        if kind in NAMESPACED_TYPES and not self.namespace_visible(namespace):
+            return "namespace"
+        flt = self._by_type.get(kind)
+        if (kind != "namespaces" and flt is not None and flt.restricts
+                and flt.namespaces and not flt.namespaces.passes(namespace)):
+            return "namespaces"
+        return None
+
     def filter_items(self, type_name: str, items: Iterable[Item]) -> list[Item]:
         """The visible items, in input order; whole-type decisions short-cut the loop."""
         decision = self.type_decision(type_name)

@@ -127,6 +127,9 @@ async def test_checks_on_items_and_types(system: System) -> None:
     whole = await check({"type": "pods"})
     assert (whole["decision"], whole["allowed"]) == ("partial", True)
     assert set(whole["filters"]) == {"namespaces"}
+    inside = await check({"type": "pods", "namespace": "kube-system"})
+    assert (inside["decision"], inside["allowed"]) == ("deny", False)
+    assert (await check({"type": "pods", "namespace": "app-1"}))["decision"] == "partial"
     hidden = await check({"type": "pod", "name": "x", "namespace": "kube-system"})
     assert (hidden["decision"], hidden["trace"][-1]["hidden_by"]) == ("deny", "namespace")
     shown = await check({"type": "pvc", "name": "a", "namespace": "app-1",

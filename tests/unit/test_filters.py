@@ -524,3 +524,17 @@ def test_nothing_is_visible_inside_a_hidden_namespace(
         assert rule.filter_items(kind, items) == []
         assert not any(rule.item_visible(kind, it)[0] for it in items)
         assert rule.type_decision(kind) == "deny"
+
+
+@settings(max_examples=300)
+@given(st.lists(raw_filters(), max_size=3),
+       st.sampled_from(["pods", "operators", "alerts", "events", "nodes", "pvc"]),
+       st.lists(items_, max_size=10))
+def test_a_namespace_that_hides_a_type_shows_none_of_its_items(
+        raws: list[dict[str, Any]], kind: str, items: list[Item]) -> None:
+    rule = RuleView.of([compile_filter(raw) for raw in raws])
+    for it in items:
+        if it.namespace is None or it.namespaces:
+            continue  # a check names one namespace and knows no availability elsewhere
+        if rule.namespace_hides(kind, it.namespace) is not None:
+            assert rule.item_visible(kind, it)[0] is False
