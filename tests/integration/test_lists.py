@@ -108,6 +108,10 @@ async def test_namespace_rule_hides_pods_in_hidden_namespaces(system: System) ->
     reply = await filter_(system, "alice", "pods", pods)
     assert [i["name"] for i in reply["items"]] == ["p1", "p3"]
     assert reply["aggregations"] is None
+    alerts = [{"name": "NodeDown"}, {"name": "CrashLoop", "namespace": "kube-system"},
+              {"name": "Slow", "namespace": "app-1"}]
+    reply = await filter_(system, "alice", "alerts", alerts)
+    assert [i["name"] for i in reply["items"]] == ["NodeDown", "Slow"]  # NodeDown: no namespace
 
 
 async def test_deny_and_unlisted_types_show_nothing(system: System) -> None:

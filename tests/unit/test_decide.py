@@ -109,3 +109,12 @@ def test_a_whole_type_in_a_hidden_namespace_is_denied() -> None:
     assert ask({"type": "pvc", "namespace": "kube-system"}, resources=own) \
         == ("deny", None, "namespaces")
     assert ask({"type": "pvc", "namespace": "app-a"}, resources=own)[0] == "partial"
+
+
+def test_alerts_and_events_without_a_namespace_pass_the_namespace_rule() -> None:
+    assert ask({"type": "alert", "name": "NodeDown"}, resources=RULE_RESOURCES)[0] == "allow"
+    assert ask({"type": "event", "name": "e"}, resources=RULE_RESOURCES)[0] == "allow"
+    assert ask({"type": "pod", "name": "p"}, resources=RULE_RESOURCES) \
+        == ("deny", None, "namespace")  # a pod always has one: absent matches no allow-list
+    hidden = [{"type": "namespaces", "visibility": "none"}]
+    assert ask({"type": "alert", "name": "NodeDown"}, resources=hidden)[0] == "deny"
