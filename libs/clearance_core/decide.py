@@ -110,8 +110,8 @@ def decide(
 
 def _note(outcome: Outcome, text: str, hidden_by: str | None = None) -> None:
     """Record on the deciding trace step what the filters did."""
-    if outcome.trace:
-        step = outcome.trace[-1]
+    if outcome.decided_at is not None:
+        step = outcome.trace[outcome.decided_at]
         step.reason = f"{step.reason}; {text}"
         if hidden_by is not None:
             step.hidden_by = hidden_by

@@ -30,7 +30,8 @@ def ask(resource: dict[str, Any], *, resources: list[dict[str, Any]] | None = No
     result = decide([compiled], ALICE, action="view",
                     resource=Resource(cluster="c1", **resource), cluster="c1", labels={},
                     now=0.0)
-    hidden = result.outcome.trace[-1].hidden_by if result.outcome.trace else None
+    at = result.outcome.decided_at
+    hidden = None if at is None else result.outcome.trace[at].hidden_by
     return result.decision, result.filters, hidden
 
 

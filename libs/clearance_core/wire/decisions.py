@@ -87,8 +87,8 @@ class TraceStep(msgspec.Struct, kw_only=True, omit_defaults=True):
 
     ``outcome`` is ``skipped`` (with ``reason`` one of ``disabled``, ``invalid``,
     ``not_yet_valid``, ``expired``, ``invalid_time``), ``no_match`` (no rule and no
-    default matched the cluster), ``matched`` (a rule matched but another step decides)
-    or ``decided``.
+    default matched the cluster), ``matched`` (a rule matched, but an earlier policy
+    decided: not consulted) or ``decided`` (exactly one step, when a policy decided).
     """
 
     policy: str
