@@ -227,15 +227,17 @@ class RbacIndex:
         """(resourceRules, nonResourceRules) of a SelfSubjectRulesReview in ``namespace``.
 
         Every rule of every applicable binding, in visiting order, neither merged nor
-        de-duplicated. A rule with both parts lands in both lists; non-resource parts
-        come only through ClusterRoleBindings, the only bindings that can grant them.
+        de-duplicated. A rule with both parts lands in both lists. Like Kubernetes'
+        ``RulesFor``, non-resource rules of a ClusterRole bound by a RoleBinding are
+        listed too, although only a ClusterRoleBinding can grant a URL: the review
+        reports the rules of the roles bound, not their effect.
         """
         resource_rules: list[dict[str, object]] = []
         non_resource_rules: list[dict[str, object]] = []
-        for cluster_wide, rule in self.scoped_rules(username, groups, namespace):
+        for _, rule in self.scoped_rules(username, groups, namespace):
             if rule.resources:
                 resource_rules.append(rule.resource_rule())
-            if rule.non_resource_urls and cluster_wide:
+            if rule.non_resource_urls:
                 non_resource_rules.append(rule.non_resource_rule())
         return resource_rules, non_resource_rules
 

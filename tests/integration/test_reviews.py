@@ -48,6 +48,8 @@ OBJECTS = [
     binding("ClusterRoleBinding", "dangling", ("ClusterRole", "does-not-exist"),
             [{"kind": "User", "name": "alice"}]),
     group("sre", "alice"),
+    binding("RoleBinding", "health-local", ("ClusterRole", "healthz"),
+            [{"kind": "User", "name": "rita"}], namespace="shop"),
 ]
 
 
@@ -108,6 +110,16 @@ async def test_rules_review_lists_rules_as_stored(system: System) -> None:
     assert status["resourceRules"] == [{"verbs": ["get", "list", "watch"], "apiGroups": [""],
                                         "resources": ["pods", "pods/log"]}]
     assert status["incomplete"] is False
+
+
+async def test_rules_review_lists_url_rules_bound_in_the_namespace(system: System) -> None:
+    """As Kubernetes does: the rules of every role bound there, URL rules included,
+    though a RoleBinding grants no URL."""
+    reply = await system.request("clearance.v1.review.rules",
+                                 {"spec": {"namespace": "shop"}, "user": "rita"})
+    assert reply["status"]["nonResourceRules"] == [
+        {"verbs": ["get"], "nonResourceURLs": ["/healthz", "/metrics/*"]}]
+    assert (await allowed(system, "rita", path="/healthz", verb="get"))["allowed"] is False
 
 
 async def test_who_can(system: System) -> None:
@@ -231,5 +243,5 @@ async def test_a_namespace_appearing_is_announced_to_the_subjects_bound_inside_i
     msg = await sub.next_msg(timeout=5)
     await sub.unsubscribe()
     changed = msgspec.json.decode(msg.data)
-    assert changed["principals"] == {"users": ["system:serviceaccount:shop:bot"],
+    assert changed["principals"] == {"users": ["rita", "system:serviceaccount:shop:bot"],
                                      "groups": ["sre"]}
