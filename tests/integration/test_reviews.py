@@ -173,6 +173,9 @@ async def test_role_change_reaches_subjects_through_aggregation(system: System) 
     {"spec": {"resourceAttributes": {"verb": "get", "resource": "pods"}}},
     {"spec": {"user": "alice", "resourceAttributes": {"verb": "get"}}},
     {"kind": "SubjectAccessReview"},
+    # Both kinds of attributes: the API server refuses it, exactly one is required.
+    {"spec": {"user": "monitor", "resourceAttributes": {"verb": "get", "resource": "pods"},
+              "nonResourceAttributes": {"path": "/healthz", "verb": "get"}}},
 ])
 async def test_bad_reviews_are_bad_requests(system: System, body: dict[str, Any]) -> None:
     reply = await system.request("clearance.v1.review.subject", body)

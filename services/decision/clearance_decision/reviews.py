@@ -123,6 +123,10 @@ class Reviews:
     async def subject(self, body: bytes, review: SubjectAccessReview) -> dict[str, Any]:
         spec = review.spec
         attrs: Attributes
+        if spec.resource_attributes is not None and spec.non_resource_attributes is not None:
+            # The API server refuses it too (ValidateSubjectAccessReviewSpec).
+            raise BadRequest("spec.nonResourceAttributes cannot be specified in combination "
+                             "with spec.resourceAttributes: exactly one is required")
         if spec.resource_attributes is not None:
             ra = spec.resource_attributes
             if not ra.verb or not ra.resource:
@@ -136,7 +140,8 @@ class Reviews:
                 raise BadRequest("spec.nonResourceAttributes needs path and verb")
             attrs = NonResourceAttributes(path=nra.path, verb=nra.verb)
         else:
-            raise BadRequest("spec needs resourceAttributes or nonResourceAttributes")
+            raise BadRequest("spec needs exactly one of resourceAttributes or "
+                             "nonResourceAttributes")
         if not spec.user and not spec.groups:
             raise BadRequest("spec needs a user or groups")
         groups = await self.groups(spec.user, spec.groups) if spec.user else spec.groups
