@@ -17,14 +17,16 @@ The semantics are those of stolostron's search-v2-api (``RBAC.md``):
 A row maps to an item as ``cluster = row.cluster``, ``group = data.apigroup or ""``,
 ``resource = data.kind_plural``, ``kind = data.kind``, ``namespace = data.namespace``,
 ``name = data.name`` (an absent field as ``""``). Running the plan's SQL returns exactly the
-rows the filter keeps, given three preconditions the ACM indexer meets:
+rows the filter keeps, given two preconditions the ACM indexer meets:
 
-1. every namespace of a hub row is in the ``namespaces`` given to the plan (the plan
-   enumerates the known Namespaces, as search-v2-api does: RoleBindings in any other
-   namespace contribute nothing to it);
-2. a row carries ``_hubClusterResource`` exactly when it is in the hub cluster;
-3. no ``kind_plural`` contains ``/`` (rows are whole resources, so rules for subresources,
+1. a row carries ``_hubClusterResource`` exactly when it is in the hub cluster;
+2. no ``kind_plural`` contains ``/`` (rows are whole resources, so rules for subresources,
    ``pods/log`` or ``*/scale``, are left out of the plan).
+
+Per-namespace grants come only from RoleBindings, each in its own namespace, so the plan
+enumerates the namespaces of the RoleBindings naming the principal — not the known
+Namespace objects (search-v2-api's way): a RoleBinding in a namespace whose Namespace
+event has not arrived (or never will) grants there for the filter, and so for the plan.
 """
 
 from __future__ import annotations
@@ -153,14 +155,14 @@ def _grants(rule: PolicyRule) -> list[_Key]:
 
 
 def _hub_entries(
-    index: RbacIndex, username: str, groups: frozenset[str], namespaces: Iterable[str]
+    index: RbacIndex, username: str, groups: frozenset[str], namespaces: set[str]
 ) -> list[HubEntry]:
     everywhere: set[_Key] = set()
     for cluster_wide, rule in index.scoped_rules(username, groups, ""):
         if cluster_wide:
             everywhere.update(_grants(rule))
     per_ns: dict[_Key, set[str]] = defaultdict(set)
-    for namespace in sorted(set(namespaces) - {""}):
+    for namespace in sorted(namespaces - {""}):
         for cluster_wide, rule in index.scoped_rules(username, groups, namespace):
             if not cluster_wide:
                 for key in _grants(rule):
@@ -222,16 +224,21 @@ def search_plan(
     username: str,
     groups: Iterable[str],
     inventory: Mapping[str, Mapping[str, str]],
-    namespaces: Iterable[str],
+    namespaces: Iterable[str] = (),
 ) -> Plan:
-    """The filter's rules as a plan; ``namespaces`` are the hub's known Namespaces.
+    """The filter's rules as a plan.
 
     The SQL selects exactly the rows ``search_filter`` keeps under the preconditions in
     the module docstring; it selects nothing (``FALSE``) when nothing is visible.
+    ``namespaces`` (say, the hub's known Namespaces) are considered too, but add nothing:
+    the namespaces of the principal's RoleBindings are the only ones that can.
     """
     group_set = frozenset(groups)
     hub = hub_cluster(inventory)
-    entries = _hub_entries(index, username, group_set, namespaces) if hub is not None else []
+    entries: list[HubEntry] = []
+    if hub is not None:
+        scope = index.binding_namespaces(username, group_set) | set(namespaces)
+        entries = _hub_entries(index, username, group_set, scope)
     managed = sorted(
         c for c in inventory if c != hub and may_view_cluster(index, username, group_set, c)
     )

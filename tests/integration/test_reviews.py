@@ -210,7 +210,7 @@ async def test_search_filter_and_plan_follow_acm_semantics(system: System) -> No
                          [{"kind": "User", "name": "alice"}], namespace="edge-1"),
                  cluster("local-cluster", **{"local-cluster": "true"}), cluster("edge-1"),
                  cluster("edge-2"),
-                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}},
+                 # No Namespace object for shop: its RoleBinding grants there all the same.
                  {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}})
     await asyncio.sleep(0.3)
     revision = await system.settle()

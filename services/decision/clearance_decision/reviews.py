@@ -110,9 +110,8 @@ class Reviews:
         check_principal(principal)
         index, inventory = await self.index(), await self._inventory()
         groups = await self.groups(principal.username, principal.groups, principal.email)
-        namespaces: set[bytes] = await self._r.smembers(keys.NAMESPACES)  # type: ignore[assignment]
         plan = msgspec.to_builtins(search.search_plan(
-            index, principal.username, groups, inventory, sorted(n.decode() for n in namespaces)))
+            index, principal.username, groups, inventory))
         return SearchPlanReply(hub=plan["hub"], managed_clusters=plan["managed_clusters"],
                                sql=plan["sql"], revision=await health.revision(self._r))
 
