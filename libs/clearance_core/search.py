@@ -33,19 +33,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
 from clearance_core.rbac import PolicyRule, ResourceAttributes
 from clearance_core.rbac_index import RbacIndex
+from clearance_core.wire import HubEntry, SqlParam, SqlWhere, Star
 
 HUB_LABEL = "local-cluster"
 VIEW_GROUP = "view.open-cluster-management.io"
 VIEW_RESOURCE = "managedclusterviews"
-
-Star = Literal["*"]
-
 
 class SearchItem(msgspec.Struct, frozen=True, kw_only=True):
     """One search result as ``search.filter`` receives it."""
@@ -58,26 +56,10 @@ class SearchItem(msgspec.Struct, frozen=True, kw_only=True):
     name: str = ""
 
 
-class HubEntry(msgspec.Struct, frozen=True, kw_only=True):
-    """Hub rows of (group, resource) in ``namespaces`` named ``names``; ``*``: any."""
-
-    group: str
-    resource: str
-    namespaces: list[str] | Star
-    names: list[str] | Star
-
-
-class Sql(msgspec.Struct, frozen=True, kw_only=True):
-    """A WHERE clause with psycopg ``%s`` placeholders; list params bind as arrays."""
-
-    where: str
-    params: list[Any]
-
-
 class Plan(msgspec.Struct, frozen=True, kw_only=True):
     hub: list[HubEntry]
     managed_clusters: list[str]
-    sql: Sql
+    sql: SqlWhere
 
 
 def hub_cluster(inventory: Mapping[str, Mapping[str, str]]) -> str | None:
@@ -191,7 +173,7 @@ _HUB_FLAG = "data ? '_hubClusterResource'"
 _NOT_SECRET = f"NOT ({_KIND} = 'Secret' OR ({_GROUP} = '' AND {_RESOURCE} = 'secrets'))"
 
 
-def _hub_sql(entries: list[HubEntry], params: list[Any]) -> str:
+def _hub_sql(entries: list[HubEntry], params: list[SqlParam]) -> str:
     """One disjunct per (group, namespaces, names), resources gathered in one ANY."""
     if any(e.group == e.resource == e.namespaces == e.names == "*" for e in entries):
         return "TRUE"  # every hub row
@@ -242,13 +224,13 @@ def search_plan(
     managed = sorted(
         c for c in inventory if c != hub and may_view_cluster(index, username, group_set, c)
     )
-    params: list[Any] = []
+    params: list[SqlParam] = []
     branches: list[str] = []
-    if entries:
+    if entries and hub is not None:  # entries exist only with a hub
         params.append(hub)
         branches.append(f"(cluster = %s AND {_HUB_FLAG} AND ({_hub_sql(entries, params)}))")
     if managed:
         params.append(managed)
         branches.append(f"(cluster = ANY(%s) AND NOT {_HUB_FLAG} AND {_NOT_SECRET})")
     where = " OR ".join(branches) if branches else "FALSE"
-    return Plan(hub=entries, managed_clusters=managed, sql=Sql(where=where, params=params))
+    return Plan(hub=entries, managed_clusters=managed, sql=SqlWhere(where=where, params=params))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -109,11 +109,32 @@ class SearchFilterReply(msgspec.Struct, kw_only=True):
     request_id: str | msgspec.UnsetType | None = msgspec.UNSET
 
 
+Star = Literal["*"]
+#: A SQL parameter: a value, or a list bound as a PostgreSQL array.
+SqlParam = str | list[str]
+
+
+class HubEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """Hub rows of (group, resource) in ``namespaces`` named ``names``; ``*``: any."""
+
+    group: str
+    resource: str
+    namespaces: list[str] | Star
+    names: list[str] | Star
+
+
+class SqlWhere(msgspec.Struct, frozen=True, kw_only=True):
+    """A WHERE clause over ``search.resources`` with psycopg ``%s`` placeholders."""
+
+    where: str
+    params: list[SqlParam]
+
+
 class SearchPlanReply(msgspec.Struct, kw_only=True):
     """``clearance.v1.search.plan``: the same rules as a query plan and SQL."""
 
-    hub: list[dict[str, Any]]
+    hub: list[HubEntry]
     managed_clusters: list[str]
-    sql: dict[str, Any]
+    sql: SqlWhere
     revision: int
     request_id: str | msgspec.UnsetType | None = msgspec.UNSET

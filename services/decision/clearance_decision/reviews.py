@@ -110,10 +110,9 @@ class Reviews:
         check_principal(principal)
         index, inventory = await self.index(), await self._inventory()
         groups = await self.groups(principal.username, principal.groups, principal.email)
-        plan = msgspec.to_builtins(search.search_plan(
-            index, principal.username, groups, inventory))
-        return SearchPlanReply(hub=plan["hub"], managed_clusters=plan["managed_clusters"],
-                               sql=plan["sql"], revision=await health.revision(self._r))
+        plan = search.search_plan(index, principal.username, groups, inventory)
+        return SearchPlanReply(hub=plan.hub, managed_clusters=plan.managed_clusters,
+                               sql=plan.sql, revision=await health.revision(self._r))
 
     async def _inventory(self) -> dict[str, dict[str, str]]:
         rows: dict[bytes, bytes] = await self._r.hgetall(keys.CLUSTERS)  # type: ignore[assignment]
