@@ -188,13 +188,13 @@ class DecisionService:
         """A cache hit as the encoded reply; None (the slow path decides) if unusable."""
         try:
             result = self._decider.cached(blob, explain=request.explain)
+            result.revision = revision
+            if request.request_id is not None:
+                result.request_id = request.request_id
+            return _encode(result)
         except Exception:
             log.exception("cache_entry_unreadable")
             return None
-        result.revision = revision
-        if request.request_id is not None:
-            result.request_id = request.request_id
-        return _encode(result)
 
     async def _one(self, body: bytes) -> bytes:
         reply, _ = await reply_to(SUBJECT_CHECK, _guarded(self.check), body)
