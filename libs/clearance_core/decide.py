@@ -8,7 +8,9 @@ inside it — the same rule for every sub-resource, never a different policy per
 - a concrete item (``name`` given) is ``allow`` or ``deny``; a hidden item's trace step
   names the filter dimension that hid it;
 - a whole type (``name`` ``"*"``) is ``deny`` when the type is invisible, ``partial`` with
-  the filters when some item could be hidden, else ``allow``.
+  the filters when some item could be hidden, else ``allow``; one that names a
+  ``namespace`` is also ``deny`` when that namespace hides every item of the type (the
+  namespace rule, or the type's own ``namespaces`` filter).
 """
 
 from __future__ import annotations
@@ -85,6 +87,13 @@ def decide(
             reason = f"{kind} are not visible under {outcome.policy}"
             _note(outcome, f"type {kind} invisible")
             return made("deny", reason)
+        if resource.namespace is not None:
+            # The items of the type in that namespace: none shows if it is hidden.
+            hidden = view.namespace_hides(kind, resource.namespace)
+            if hidden is not None:
+                _note(outcome, f"namespace {resource.namespace} hidden", hidden)
+                return made("deny", f"{kind} in namespace {resource.namespace!r} are hidden "
+                                    f"by the {hidden} filter of {outcome.policy}")
         if verdict == "partial":
             return made("partial", f"{kind} filtered by {outcome.policy}",
                         _filters_for(view, kind))
@@ -101,8 +110,8 @@ def decide(
 
 def _note(outcome: Outcome, text: str, hidden_by: str | None = None) -> None:
     """Record on the deciding trace step what the filters did."""
-    if outcome.trace:
-        step = outcome.trace[-1]
+    if outcome.decided_at is not None:
+        step = outcome.trace[outcome.decided_at]
         step.reason = f"{step.reason}; {text}"
         if hidden_by is not None:
             step.hidden_by = hidden_by

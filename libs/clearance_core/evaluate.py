@@ -2,9 +2,10 @@
 
 Policies whose subjects match are taken in ascending priority (Deny before Allow at equal
 priority, then ``namespace/name``); those not in force are skipped; the first policy that
-matches the cluster decides and later ones are never consulted. The result also says how
-long it stays true (``valid_until``): the next validity boundary of any candidate, so a
-cached answer never outlives ``notAfter`` nor misses a ``notBefore``.
+matches the cluster decides and later ones are never consulted (the trace still lists
+them, as not consulted). The result also says how long it stays true (``valid_until``):
+the next validity boundary of any candidate, so a cached answer never outlives
+``notAfter`` nor misses a ``notBefore``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ class Outcome(msgspec.Struct, kw_only=True):
     rule: CompiledRule | None = None
     trace: list[TraceStep] = []
     valid_until: float | None = None
+    #: The deciding step's position in ``trace`` (None: no policy decided).
+    decided_at: int | None = None
 
 
 def matched_by(policy: CompiledPolicy, identity: Identity) -> str | None:
@@ -109,11 +112,15 @@ def evaluate_cluster(
     """Decide ``action`` on ``cluster`` (and find the rule that governs what is inside it).
 
     The trace is always built: it is cheap (one entry per candidate) and lets cached
-    answers carry the explanation too.
+    answers carry the explanation too. It lists every candidate (CONTRACT section 4):
+    those after the deciding policy were not consulted, and say so — ``matched`` (with
+    the rule and selector that would have matched), ``no_match`` or ``skipped`` — which
+    never changes the decision.
     """
     ordered = candidates(policies, identity)
     trace: list[TraceStep] = []
     valid_until = _next_boundary(ordered, now)
+    decided: Outcome | None = None
     for policy in ordered:
         def step(outcome: str, reason: str, index: int | None = None,
                  field: str | None = None, policy: CompiledPolicy = policy) -> TraceStep:
@@ -131,23 +138,32 @@ def evaluate_cluster(
             trace.append(step("no_match", f"no rule matches cluster {cluster}"))
             continue
         index, field = match
-        rule = DEFAULT_RULE if index is None else policy.rules[index]
         where = "default: all" if index is None else f"rule {index} by {field}"
+        if decided is not None:
+            trace.append(step("matched", f"not consulted: {where} matches, but policy "
+                                         f"{decided.policy} decided first", index, field))
+            continue
+        rule = DEFAULT_RULE if index is None else policy.rules[index]
+        decided_at = len(trace)
         if policy.effect == "Deny":
             trace.append(step("decided", f"deny: {where}", index, field))
-            return Outcome(decision="deny", reason=f"denied by policy {policy.key} ({where})",
-                           policy=policy.key, rule=rule, trace=trace, valid_until=valid_until)
-        if action not in rule.permissions:
+            decided = Outcome(decision="deny", reason=f"denied by policy {policy.key} ({where})",
+                              policy=policy.key, rule=rule, trace=trace,
+                              valid_until=valid_until, decided_at=decided_at)
+        elif action not in rule.permissions:
             trace.append(step("decided", f"{where} does not grant {action}", index, field))
-            return Outcome(
+            decided = Outcome(
                 decision="deny",
                 reason=f"policy {policy.key} ({where}) does not grant {action}",
                 policy=policy.key, permissions=rule.permissions, rule=rule, trace=trace,
-                valid_until=valid_until,
+                valid_until=valid_until, decided_at=decided_at,
             )
-        trace.append(step("decided", f"allow: {where}", index, field))
-        return Outcome(decision="allow", reason=f"allowed by policy {policy.key} ({where})",
-                       policy=policy.key, permissions=rule.permissions, rule=rule, trace=trace,
-                       valid_until=valid_until)
+        else:
+            trace.append(step("decided", f"allow: {where}", index, field))
+            decided = Outcome(decision="allow", reason=f"allowed by policy {policy.key} ({where})",
+                              policy=policy.key, permissions=rule.permissions, rule=rule,
+                              trace=trace, valid_until=valid_until, decided_at=decided_at)
+    if decided is not None:
+        return decided
     return Outcome(decision="deny", reason="no policy in force matches this principal and cluster",
                    trace=trace, valid_until=valid_until)

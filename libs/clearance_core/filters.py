@@ -44,6 +44,11 @@ FieldValue = str | int | float | bool | None
 BUILTIN_TYPES = frozenset(BUILTIN_PLURALS.values())
 #: Built-in types whose items live in a namespace: the namespace rule applies to them.
 NAMESPACED_TYPES = frozenset({"pods", "operators", "alerts", "events"})
+#: Namespaced types whose items may also belong to no namespace (a node's event, a
+#: cluster-wide alert): such an item is inside no namespace, so the namespace rule's
+#: name lists cannot hide it; only ``visibility: none`` on namespaces does (the whole type
+#: is then denied, and every item of it must be hidden too).
+CLUSTER_SCOPED_TOO = frozenset({"alerts", "events"})
 _VISIBILITIES = ("all", "none", "filtered")
 _json = msgspec.json.Encoder()
 
@@ -351,7 +356,9 @@ class RuleView:
 
     def namespace_visible(self, namespace: str | None) -> bool:
         """Whether items inside ``namespace`` may be shown at all (the namespace rule).
-        ``None`` (no namespace) is an absent value: hidden when names are allowlisted."""
+        ``None`` (no namespace) is an absent value: hidden when names are allowlisted —
+        right for pods and operators, which always have one; alerts and events without
+        one are inside no namespace (see ``CLUSTER_SCOPED_TOO``)."""
         if self._namespaces_hidden():
             return False
         names, namespaces = self._ns_names, self._ns_namespaces
@@ -367,6 +374,8 @@ class RuleView:
         if kind == "operators" and item.namespaces:
             return "*" in item.namespaces or any(
                 self.namespace_visible(ns) for ns in item.namespaces)
+        if item.namespace is None and kind in CLUSTER_SCOPED_TOO:
+            return True
         return self.namespace_visible(item.namespace)
 
     def item_visible(self, type_name: str, item: Item) -> tuple[bool, str | None]:
@@ -401,6 +410,22 @@ class RuleView:
             return "partial"
         return "allow"
 
+    def namespace_hides(self, type_name: str, namespace: str) -> str | None:
+        """For a whole-type check naming ``namespace``: what hides every item of the type
+        in it — ``namespace`` (the namespace rule, for namespaced built-ins) or
+        ``namespaces`` (the type's own filter) — or None when some item there may show.
+
+        As for a check on one item, the namespace is the item's only one (an operator's
+        availability elsewhere is not known to a check)."""
+        kind = plural(type_name)
+        if kind in NAMESPACED_TYPES and not self.namespace_visible(namespace):
+            return "namespace"
+        flt = self._by_type.get(kind)
+        if (kind != "namespaces" and flt is not None and flt.restricts
+                and flt.namespaces and not flt.namespaces.passes(namespace)):
+            return "namespaces"
+        return None
+
     def filter_items(self, type_name: str, items: Iterable[Item]) -> list[Item]:
         """The visible items, in input order; whole-type decisions short-cut the loop."""
         decision = self.type_decision(type_name)
@@ -427,6 +452,8 @@ class RuleView:
             namespace: self.namespace_visible(namespace)
             for namespace in {item.namespace for item in items}
         }
+        if kind in CLUSTER_SCOPED_TOO and None in verdicts:
+            verdicts[None] = True  # inside no namespace (namespaces are not ``none`` here)
         if hidden is None:
             return [item for item in items if verdicts[item.namespace]]
         return [item for item in items if verdicts[item.namespace] and hidden(item) is None]

@@ -77,6 +77,8 @@ class RbacIndex:
         self._crb_group: dict[str, list[int]] = defaultdict(list)
         self._rb_user: dict[tuple[str, str], list[int]] = defaultdict(list)
         self._rb_group: dict[tuple[str, str], list[int]] = defaultdict(list)
+        # Subject -> namespaces of the RoleBindings naming it (where it may hold grants).
+        self._rb_namespaces: dict[tuple[bool, str], set[str]] = defaultdict(set)
         # Role -> binding positions: every binding, and RoleBindings per namespace.
         self._by_role: dict[RoleKey, list[int]] = defaultdict(list)
         self._by_ns_role: dict[tuple[str, RoleKey], list[int]] = defaultdict(list)
@@ -89,8 +91,12 @@ class RbacIndex:
             self._by_ns_role[ns, bound.role].append(pos)  # ns "" holds the CRBs
             for user in users:
                 (self._rb_user[ns, user] if ns else self._crb_user[user]).append(pos)
+                if ns:
+                    self._rb_namespaces[False, user].add(ns)
             for group in groups:
                 (self._rb_group[ns, group] if ns else self._crb_group[group]).append(pos)
+                if ns:
+                    self._rb_namespaces[True, group].add(ns)
 
         # (role namespace, resource token) -> (role, rule): who_can's way in.
         self._by_resource: dict[tuple[str, str], list[tuple[RoleKey, PolicyRule]]] = (
@@ -227,17 +233,28 @@ class RbacIndex:
         """(resourceRules, nonResourceRules) of a SelfSubjectRulesReview in ``namespace``.
 
         Every rule of every applicable binding, in visiting order, neither merged nor
-        de-duplicated. A rule with both parts lands in both lists; non-resource parts
-        come only through ClusterRoleBindings, the only bindings that can grant them.
+        de-duplicated. A rule with both parts lands in both lists. Like Kubernetes'
+        ``RulesFor``, non-resource rules of a ClusterRole bound by a RoleBinding are
+        listed too, although only a ClusterRoleBinding can grant a URL: the review
+        reports the rules of the roles bound, not their effect.
         """
         resource_rules: list[dict[str, object]] = []
         non_resource_rules: list[dict[str, object]] = []
-        for cluster_wide, rule in self.scoped_rules(username, groups, namespace):
+        for _, rule in self.scoped_rules(username, groups, namespace):
             if rule.resources:
                 resource_rules.append(rule.resource_rule())
-            if rule.non_resource_urls and cluster_wide:
+            if rule.non_resource_urls:
                 non_resource_rules.append(rule.non_resource_rule())
         return resource_rules, non_resource_rules
+
+    def binding_namespaces(self, username: str, groups: Iterable[str]) -> set[str]:
+        """The namespaces of the RoleBindings naming the subject: the only namespaces where
+        it can hold a grant beyond its ClusterRoleBindings' (whether or not a Namespace
+        object for them is known)."""
+        found = set(self._rb_namespaces.get((False, username), ()))
+        for group in groups:
+            found.update(self._rb_namespaces.get((True, group), ()))
+        return found
 
     def scoped_rules(
         self, username: str, groups: Iterable[str], namespace: str

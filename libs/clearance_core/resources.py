@@ -52,7 +52,11 @@ def check_principal(principal: Principal) -> None:
         raise BadRequest("principal.username must not be empty")
 
 
-_digest_encoder = msgspec.msgpack.Encoder(order="sorted")
+# JSON, not msgpack: a request may carry any JSON number, and msgpack has no form for an
+# integer beyond 64 bits (it would raise, and fail the request for want of a cache key).
+# JSON writes non-finite floats as null, which is harmless here: filters compare both as
+# an absent value, so the two requests have the same answer.
+_digest_encoder = msgspec.json.Encoder(order="sorted")
 
 
 def principal_digest(principal: Principal) -> str:

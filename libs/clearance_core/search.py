@@ -17,33 +17,33 @@ The semantics are those of stolostron's search-v2-api (``RBAC.md``):
 A row maps to an item as ``cluster = row.cluster``, ``group = data.apigroup or ""``,
 ``resource = data.kind_plural``, ``kind = data.kind``, ``namespace = data.namespace``,
 ``name = data.name`` (an absent field as ``""``). Running the plan's SQL returns exactly the
-rows the filter keeps, given three preconditions the ACM indexer meets:
+rows the filter keeps, given two preconditions the ACM indexer meets:
 
-1. every namespace of a hub row is in the ``namespaces`` given to the plan (the plan
-   enumerates the known Namespaces, as search-v2-api does: RoleBindings in any other
-   namespace contribute nothing to it);
-2. a row carries ``_hubClusterResource`` exactly when it is in the hub cluster;
-3. no ``kind_plural`` contains ``/`` (rows are whole resources, so rules for subresources,
+1. a row carries ``_hubClusterResource`` exactly when it is in the hub cluster;
+2. no ``kind_plural`` contains ``/`` (rows are whole resources, so rules for subresources,
    ``pods/log`` or ``*/scale``, are left out of the plan).
+
+Per-namespace grants come only from RoleBindings, each in its own namespace, so the plan
+enumerates the namespaces of the RoleBindings naming the principal — not the known
+Namespace objects (search-v2-api's way): a RoleBinding in a namespace whose Namespace
+event has not arrived (or never will) grants there for the filter, and so for the plan.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
 from clearance_core.rbac import PolicyRule, ResourceAttributes
 from clearance_core.rbac_index import RbacIndex
+from clearance_core.wire import HubEntry, SqlParam, SqlWhere, Star
 
 HUB_LABEL = "local-cluster"
 VIEW_GROUP = "view.open-cluster-management.io"
 VIEW_RESOURCE = "managedclusterviews"
-
-Star = Literal["*"]
-
 
 class SearchItem(msgspec.Struct, frozen=True, kw_only=True):
     """One search result as ``search.filter`` receives it."""
@@ -56,26 +56,10 @@ class SearchItem(msgspec.Struct, frozen=True, kw_only=True):
     name: str = ""
 
 
-class HubEntry(msgspec.Struct, frozen=True, kw_only=True):
-    """Hub rows of (group, resource) in ``namespaces`` named ``names``; ``*``: any."""
-
-    group: str
-    resource: str
-    namespaces: list[str] | Star
-    names: list[str] | Star
-
-
-class Sql(msgspec.Struct, frozen=True, kw_only=True):
-    """A WHERE clause with psycopg ``%s`` placeholders; list params bind as arrays."""
-
-    where: str
-    params: list[Any]
-
-
 class Plan(msgspec.Struct, frozen=True, kw_only=True):
     hub: list[HubEntry]
     managed_clusters: list[str]
-    sql: Sql
+    sql: SqlWhere
 
 
 def hub_cluster(inventory: Mapping[str, Mapping[str, str]]) -> str | None:
@@ -153,14 +137,14 @@ def _grants(rule: PolicyRule) -> list[_Key]:
 
 
 def _hub_entries(
-    index: RbacIndex, username: str, groups: frozenset[str], namespaces: Iterable[str]
+    index: RbacIndex, username: str, groups: frozenset[str], namespaces: set[str]
 ) -> list[HubEntry]:
     everywhere: set[_Key] = set()
     for cluster_wide, rule in index.scoped_rules(username, groups, ""):
         if cluster_wide:
             everywhere.update(_grants(rule))
     per_ns: dict[_Key, set[str]] = defaultdict(set)
-    for namespace in sorted(set(namespaces) - {""}):
+    for namespace in sorted(namespaces - {""}):
         for cluster_wide, rule in index.scoped_rules(username, groups, namespace):
             if not cluster_wide:
                 for key in _grants(rule):
@@ -189,7 +173,7 @@ _HUB_FLAG = "data ? '_hubClusterResource'"
 _NOT_SECRET = f"NOT ({_KIND} = 'Secret' OR ({_GROUP} = '' AND {_RESOURCE} = 'secrets'))"
 
 
-def _hub_sql(entries: list[HubEntry], params: list[Any]) -> str:
+def _hub_sql(entries: list[HubEntry], params: list[SqlParam]) -> str:
     """One disjunct per (group, namespaces, names), resources gathered in one ANY."""
     if any(e.group == e.resource == e.namespaces == e.names == "*" for e in entries):
         return "TRUE"  # every hub row
@@ -222,26 +206,31 @@ def search_plan(
     username: str,
     groups: Iterable[str],
     inventory: Mapping[str, Mapping[str, str]],
-    namespaces: Iterable[str],
+    namespaces: Iterable[str] = (),
 ) -> Plan:
-    """The filter's rules as a plan; ``namespaces`` are the hub's known Namespaces.
+    """The filter's rules as a plan.
 
     The SQL selects exactly the rows ``search_filter`` keeps under the preconditions in
     the module docstring; it selects nothing (``FALSE``) when nothing is visible.
+    ``namespaces`` (say, the hub's known Namespaces) are considered too, but add nothing:
+    the namespaces of the principal's RoleBindings are the only ones that can.
     """
     group_set = frozenset(groups)
     hub = hub_cluster(inventory)
-    entries = _hub_entries(index, username, group_set, namespaces) if hub is not None else []
+    entries: list[HubEntry] = []
+    if hub is not None:
+        scope = index.binding_namespaces(username, group_set) | set(namespaces)
+        entries = _hub_entries(index, username, group_set, scope)
     managed = sorted(
         c for c in inventory if c != hub and may_view_cluster(index, username, group_set, c)
     )
-    params: list[Any] = []
+    params: list[SqlParam] = []
     branches: list[str] = []
-    if entries:
+    if entries and hub is not None:  # entries exist only with a hub
         params.append(hub)
         branches.append(f"(cluster = %s AND {_HUB_FLAG} AND ({_hub_sql(entries, params)}))")
     if managed:
         params.append(managed)
         branches.append(f"(cluster = ANY(%s) AND NOT {_HUB_FLAG} AND {_NOT_SECRET})")
     where = " OR ".join(branches) if branches else "FALSE"
-    return Plan(hub=entries, managed_clusters=managed, sql=Sql(where=where, params=params))
+    return Plan(hub=entries, managed_clusters=managed, sql=SqlWhere(where=where, params=params))

@@ -9,6 +9,8 @@ bound into every log line, and fail-closed error replies.
 
 A handler gets the raw body and returns the encoded reply. Any ``RequestError`` becomes
 ``{"error": {"code", "message"}}``; anything else becomes ``internal`` — never an allow.
+Every request with a reply subject gets a reply: one too large for the server's
+``max_payload`` becomes a ``bad_request`` naming that limit.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from nats.aio.msg import Msg
 
 from clearance_core.errors import BadRequest, Internal, RequestError
 from clearance_core.wire import ErrorBody, ErrorReply
+from clearance_core.wire.limits import MAX_DEPTH, nesting_exceeds
 from clearance_runtime import logs, metrics
 
 log = logs.get(__name__)
@@ -44,9 +47,10 @@ _request_id = msgspec.json.Decoder(_RequestId).decode
 
 
 def request_id_of(body: bytes) -> str | None:
+    """The request's ``request_id``, or None; never raises (it runs on error paths)."""
     try:
         value = _request_id(body).request_id
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
     return value if isinstance(value, str) else None
 
@@ -59,13 +63,40 @@ def error_reply(exc: RequestError, request_id: str | None) -> bytes:
 
 
 def decode_request(decoder: msgspec.json.Decoder[T], body: bytes) -> T:
-    """Decode a request; every decoding problem is a ``bad_request`` with msgspec's text."""
+    """Decode a request; every decoding problem is a ``bad_request`` with msgspec's text,
+    and a body nested deeper than ``MAX_DEPTH`` is one naming that limit."""
+    if nesting_exceeds(body):
+        raise BadRequest(f"request nests deeper than the limit of {MAX_DEPTH} levels")
     try:
         return decoder.decode(body)
     except msgspec.ValidationError as exc:
         raise BadRequest(f"invalid request: {exc}") from None
     except msgspec.DecodeError as exc:
         raise BadRequest(f"request is not valid JSON: {exc}") from None
+    except RecursionError:  # not expected past nesting_exceeds; fail as a bad request
+        raise BadRequest(f"request nests deeper than the limit of {MAX_DEPTH} levels") from None
+
+
+async def reply_to(subject: str, handler: Handler, body: bytes) -> tuple[bytes, str]:
+    """Answer one request: (encoded reply, ``ok`` or the error code). Never raises.
+
+    A ``RequestError`` becomes its error reply; anything else becomes ``internal`` for
+    this request alone (fail closed: never an allow, never a neighbour's answer).
+    """
+    try:
+        return await handler(body), "ok"
+    except RequestError as exc:
+        rid = request_id_of(body)
+        log.info("request_failed", subject=subject, request_id=rid, code=exc.code,
+                 error=exc.message)
+        metrics.BOUND.decision(subject, exc.code).inc()
+        return error_reply(exc, rid), exc.code
+    except Exception as exc:
+        rid = request_id_of(body)
+        with structlog.contextvars.bound_contextvars(request_id=rid):
+            log.exception("request_crashed", subject=subject)
+        metrics.BOUND.decision(subject, "internal").inc()
+        return error_reply(Internal(f"internal error: {type(exc).__name__}"), rid), "internal"
 
 
 class Responder:
@@ -94,7 +125,10 @@ class Responder:
     async def serve_many(self, subject: str, handler: ManyHandler) -> None:
         """Serve a hot subject in batches: every request that arrived in one event-loop
         iteration is answered by one handler call (one task, one cache round trip),
-        instead of a task and a future per request."""
+        instead of a task and a future per request.
+
+        The handler must answer each body on its own (see :func:`reply_to`): if it
+        raises, every request of the batch gets that error."""
         queue: list[Msg] = []
         room = asyncio.Event()
         room.set()
@@ -146,11 +180,7 @@ class Responder:
         histogram = metrics.BOUND.latency(subject)
         for msg, reply in zip(batch, replies, strict=True):
             histogram.observe(elapsed)
-            if msg.reply:
-                try:
-                    await self._nc.publish(msg.reply, reply)
-                except Exception as exc:
-                    log.warning("reply_failed", subject=subject, error=str(exc))
+            await self._send(subject, msg, reply)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -159,33 +189,32 @@ class Responder:
     async def _answer(self, subject: str, handler: Handler, msg: Msg) -> None:
         started = time.perf_counter()
         body = msg.data
-        try:
-            reply = await handler(body)
-            result = "ok"
-        except RequestError as exc:
-            rid = request_id_of(body)
-            reply = error_reply(exc, rid)
-            result = exc.code
-            log.info("request_failed", subject=subject, request_id=rid, code=exc.code,
-                     error=exc.message)
-        except Exception as exc:  # fail closed: any surprise is an internal error
-            rid = request_id_of(body)
-            reply = error_reply(Internal(f"internal error: {type(exc).__name__}"), rid)
-            result = "internal"
-            with structlog.contextvars.bound_contextvars(request_id=rid):
-                log.exception("request_crashed", subject=subject)
+        reply, result = await reply_to(subject, handler, body)
         elapsed = time.perf_counter() - started
         metrics.BOUND.latency(subject).observe(elapsed)
         if logs.LEVEL <= logging.DEBUG:  # one line per request costs throughput: opt-in
             log.debug("request", subject=subject, request_id=request_id_of(body),
                       result=result, ms=round(elapsed * 1000, 3))
-        if result != "ok":
-            metrics.BOUND.decision(subject, result).inc()
-        if msg.reply:
-            try:
-                await self._nc.publish(msg.reply, reply)
-            except Exception as exc:
-                log.warning("reply_failed", subject=subject, error=str(exc))
+        await self._send(subject, msg, reply)
+
+    async def _send(self, subject: str, msg: Msg, reply: bytes) -> None:
+        """Publish the reply; one the server would refuse for its size is replaced by a
+        ``bad_request`` naming the limit, so the requester never waits for nothing."""
+        if not msg.reply:
+            return
+        limit = self._nc.max_payload
+        if len(reply) > limit:
+            rid = request_id_of(msg.data)
+            log.warning("reply_too_large", subject=subject, request_id=rid, size=len(reply),
+                        max_payload=limit)
+            metrics.BOUND.decision(subject, "bad_request").inc()
+            reply = error_reply(BadRequest(
+                f"the reply ({len(reply)} bytes) exceeds the NATS server's max_payload of "
+                f"{limit} bytes; ask for less in one request"), rid)
+        try:
+            await self._nc.publish(msg.reply, reply)
+        except Exception as exc:
+            log.warning("reply_failed", subject=subject, error=str(exc))
 
     async def stop(self) -> None:
         for sub in self._subs:

@@ -108,6 +108,10 @@ async def test_namespace_rule_hides_pods_in_hidden_namespaces(system: System) ->
     reply = await filter_(system, "alice", "pods", pods)
     assert [i["name"] for i in reply["items"]] == ["p1", "p3"]
     assert reply["aggregations"] is None
+    alerts = [{"name": "NodeDown"}, {"name": "CrashLoop", "namespace": "kube-system"},
+              {"name": "Slow", "namespace": "app-1"}]
+    reply = await filter_(system, "alice", "alerts", alerts)
+    assert [i["name"] for i in reply["items"]] == ["NodeDown", "Slow"]  # NodeDown: no namespace
 
 
 async def test_deny_and_unlisted_types_show_nothing(system: System) -> None:
@@ -127,6 +131,9 @@ async def test_checks_on_items_and_types(system: System) -> None:
     whole = await check({"type": "pods"})
     assert (whole["decision"], whole["allowed"]) == ("partial", True)
     assert set(whole["filters"]) == {"namespaces"}
+    inside = await check({"type": "pods", "namespace": "kube-system"})
+    assert (inside["decision"], inside["allowed"]) == ("deny", False)
+    assert (await check({"type": "pods", "namespace": "app-1"}))["decision"] == "partial"
     hidden = await check({"type": "pod", "name": "x", "namespace": "kube-system"})
     assert (hidden["decision"], hidden["trace"][-1]["hidden_by"]) == ("deny", "namespace")
     shown = await check({"type": "pvc", "name": "a", "namespace": "app-1",

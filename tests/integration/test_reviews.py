@@ -48,6 +48,8 @@ OBJECTS = [
     binding("ClusterRoleBinding", "dangling", ("ClusterRole", "does-not-exist"),
             [{"kind": "User", "name": "alice"}]),
     group("sre", "alice"),
+    binding("RoleBinding", "health-local", ("ClusterRole", "healthz"),
+            [{"kind": "User", "name": "rita"}], namespace="shop"),
 ]
 
 
@@ -110,6 +112,16 @@ async def test_rules_review_lists_rules_as_stored(system: System) -> None:
     assert status["incomplete"] is False
 
 
+async def test_rules_review_lists_url_rules_bound_in_the_namespace(system: System) -> None:
+    """As Kubernetes does: the rules of every role bound there, URL rules included,
+    though a RoleBinding grants no URL."""
+    reply = await system.request("clearance.v1.review.rules",
+                                 {"spec": {"namespace": "shop"}, "user": "rita"})
+    assert reply["status"]["nonResourceRules"] == [
+        {"verbs": ["get"], "nonResourceURLs": ["/healthz", "/metrics/*"]}]
+    assert (await allowed(system, "rita", path="/healthz", verb="get"))["allowed"] is False
+
+
 async def test_who_can(system: System) -> None:
     reply = await system.request("clearance.v1.review.resource",
                                  {"verb": "list", "resource": "pods", "namespace": "shop"})
@@ -161,6 +173,9 @@ async def test_role_change_reaches_subjects_through_aggregation(system: System) 
     {"spec": {"resourceAttributes": {"verb": "get", "resource": "pods"}}},
     {"spec": {"user": "alice", "resourceAttributes": {"verb": "get"}}},
     {"kind": "SubjectAccessReview"},
+    # Both kinds of attributes: the API server refuses it, exactly one is required.
+    {"spec": {"user": "monitor", "resourceAttributes": {"verb": "get", "resource": "pods"},
+              "nonResourceAttributes": {"path": "/healthz", "verb": "get"}}},
 ])
 async def test_bad_reviews_are_bad_requests(system: System, body: dict[str, Any]) -> None:
     reply = await system.request("clearance.v1.review.subject", body)
@@ -195,7 +210,7 @@ async def test_search_filter_and_plan_follow_acm_semantics(system: System) -> No
                          [{"kind": "User", "name": "alice"}], namespace="edge-1"),
                  cluster("local-cluster", **{"local-cluster": "true"}), cluster("edge-1"),
                  cluster("edge-2"),
-                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}},
+                 # No Namespace object for shop: its RoleBinding grants there all the same.
                  {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}})
     await asyncio.sleep(0.3)
     revision = await system.settle()
@@ -231,5 +246,5 @@ async def test_a_namespace_appearing_is_announced_to_the_subjects_bound_inside_i
     msg = await sub.next_msg(timeout=5)
     await sub.unsubscribe()
     changed = msgspec.json.decode(msg.data)
-    assert changed["principals"] == {"users": ["system:serviceaccount:shop:bot"],
+    assert changed["principals"] == {"users": ["rita", "system:serviceaccount:shop:bot"],
                                      "groups": ["sre"]}

@@ -4,7 +4,8 @@ A throwaway server (the ``pgserver`` wheel: PostgreSQL binaries, run as an unpri
 user when we are root) in a temporary directory, the ACM search schema
 ``search.resources(uid, cluster, data jsonb)``, rows written as the ACM indexer writes
 them (no ``apigroup`` for the core group, no ``namespace`` for cluster-scoped rows,
-``_hubClusterResource`` on hub rows), random RBAC from tests/unit/test_search.py.
+``_hubClusterResource`` on hub rows), random RBAC from tests/unit/test_search.py — with hub
+rows also in namespaces that have RoleBindings but no Namespace object.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def test_plan_sql_selects_exactly_the_filtered_rows(conn: Any) -> None:
         for user, groups in world.principals:
             visible = search_filter(world.index, user, groups, world.inventory, items)
             expected = sorted(uid for (uid, _, _), v in zip(rows, visible, strict=True) if v)
-            plan = search_plan(world.index, user, groups, world.inventory, world.namespaces)
+            plan = search_plan(world.index, user, groups, world.inventory)
             # The params as they travel: through JSON, as the plan reply carries them.
             params = msgspec.json.decode(msgspec.json.encode(plan.sql.params))
             got = conn.execute(

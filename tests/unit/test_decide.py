@@ -30,7 +30,8 @@ def ask(resource: dict[str, Any], *, resources: list[dict[str, Any]] | None = No
     result = decide([compiled], ALICE, action="view",
                     resource=Resource(cluster="c1", **resource), cluster="c1", labels={},
                     now=0.0)
-    hidden = result.outcome.trace[-1].hidden_by if result.outcome.trace else None
+    at = result.outcome.decided_at
+    hidden = None if at is None else result.outcome.trace[at].hidden_by
     return result.decision, result.filters, hidden
 
 
@@ -87,3 +88,34 @@ def test_a_deny_policy_denies_everything_inside_the_cluster() -> None:
     assert ask({"type": "pods"}, resources=RULE_RESOURCES, effect="Deny")[0] == "deny"
     assert ask({"type": "certificates", "name": "c"}, resources=RULE_RESOURCES,
                effect="Deny")[0] == "deny"
+
+
+def test_a_whole_type_in_a_hidden_namespace_is_denied() -> None:
+    hidden = ask({"type": "pods", "namespace": "kube-system"}, resources=RULE_RESOURCES)
+    assert hidden == ("deny", None, "namespace")
+    assert ask({"type": "alerts", "namespace": "app-secret"}, resources=RULE_RESOURCES)[0] \
+        == "deny"
+    assert ask({"type": "operators", "namespace": "default"}, resources=RULE_RESOURCES)[0] \
+        == "deny"
+    # A visible namespace: as without one (the type's own filters may still hide items).
+    decision, filters, _ = ask({"type": "pods", "namespace": "app-shop"},
+                               resources=RULE_RESOURCES)
+    assert (decision, filters) == ("partial", {"namespaces": RULE_RESOURCES[0]})
+    assert ask({"type": "nodes", "namespace": "kube-system"},
+               resources=[RULE_RESOURCES[0]])[0] == "allow"  # not namespaced
+    assert ask({"type": "pvc", "namespace": "kube-system"}, resources=RULE_RESOURCES)[0] \
+        == "partial"  # the namespace rule is for built-ins; pvc filters no namespace
+    own = [{"type": "pvc", "visibility": "filtered",
+            "filters": {"namespaces": {"denied": ["kube-*"]}}}]
+    assert ask({"type": "pvc", "namespace": "kube-system"}, resources=own) \
+        == ("deny", None, "namespaces")
+    assert ask({"type": "pvc", "namespace": "app-a"}, resources=own)[0] == "partial"
+
+
+def test_alerts_and_events_without_a_namespace_pass_the_namespace_rule() -> None:
+    assert ask({"type": "alert", "name": "NodeDown"}, resources=RULE_RESOURCES)[0] == "allow"
+    assert ask({"type": "event", "name": "e"}, resources=RULE_RESOURCES)[0] == "allow"
+    assert ask({"type": "pod", "name": "p"}, resources=RULE_RESOURCES) \
+        == ("deny", None, "namespace")  # a pod always has one: absent matches no allow-list
+    hidden = [{"type": "namespaces", "visibility": "none"}]
+    assert ask({"type": "alert", "name": "NodeDown"}, resources=hidden)[0] == "deny"

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core.evaluate import evaluate_cluster
+from clearance_core.evaluate import candidates, evaluate_cluster
 from clearance_core.policy import CompiledPolicy, compile_policy, invalid_policy
 from clearance_core.principal import Identity, identity_of
 from clearance_core.wire import Principal
@@ -144,7 +144,12 @@ class TestValidity:
             compile_policy(policy("miss", users=["alice"], priority=4,
                                   rules=[rule(matchNames=["dev-*"])])),
             compile_policy(policy("win", users=["alice"], priority=5, default="all")),
-            compile_policy(policy("never", users=["alice"], priority=6, default="all")),
+            # After the decider: listed, never consulted, the decision unchanged.
+            compile_policy(policy("never", users=["alice"], priority=6, effect="Deny",
+                                  rules=[rule(matchNames=["nope"]),
+                                         rule(matchNames=["prod-*"])])),
+            compile_policy(policy("late-off", users=["alice"], priority=7, enabled=False)),
+            compile_policy(policy("late-miss", users=["alice"], priority=8)),
         ]
         assert all(p is not None for p in compiled)
         outcome = evaluate_cluster([p for p in compiled if p], ALICE, action="view",
@@ -156,7 +161,14 @@ class TestValidity:
             ("ns/bad", "skipped", "invalid"),
             ("ns/miss", "no_match", "no rule matches cluster prod-east"),
             ("ns/win", "decided", "allow"),
+            ("ns/never", "matched", "not consulted"),
+            ("ns/late-off", "skipped", "disabled"),
+            ("ns/late-miss", "no_match", "no rule matches cluster prod-east"),
         ]
+        assert (outcome.decision, outcome.policy, outcome.decided_at) == ("allow", "ns/win", 4)
+        never = outcome.trace[5]
+        assert (never.rule, never.selector) == (1, "matchNames")
+        assert "ns/win decided first" in never.reason
 
 
 # Properties ---------------------------------------------------------------------------
@@ -242,3 +254,21 @@ def test_a_top_priority_deny_for_everything_always_wins(
     veto = compile_policy(policy("0-veto", namespace="0", users=["alice"], priority=0,
                                  effect="Deny", default="all"))
     assert answer([*policies, veto], cluster, "view") == ("deny", "0/0-veto")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(policy_dicts, max_size=6), names, st.sampled_from(["view", "view_metrics"]))
+def test_the_trace_lists_every_candidate_and_one_decider(
+        dicts: list[dict[str, Any]], cluster: str, action: str) -> None:
+    policies = compiled_set(dicts)
+    outcome = evaluate_cluster(policies, ALICE, action=action, cluster=cluster,
+                               labels=LABELS.get(cluster, {}), now=NOW)
+    assert [s.policy for s in outcome.trace] == [p.key for p in candidates(policies, ALICE)]
+    decided = [i for i, s in enumerate(outcome.trace) if s.outcome == "decided"]
+    assert decided == ([] if outcome.decided_at is None else [outcome.decided_at])
+    assert (outcome.policy is None) is (outcome.decided_at is None)
+    if outcome.decided_at is not None:
+        assert outcome.trace[outcome.decided_at].policy == outcome.policy
+        # Nothing before the decider matched the cluster while in force.
+        assert all(s.outcome in ("skipped", "no_match")
+                   for s in outcome.trace[:outcome.decided_at])

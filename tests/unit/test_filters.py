@@ -302,6 +302,12 @@ def test_namespace_visible(raws: list[dict[str, Any]], namespace: str | None,
     ([NS_FILTER], "alerts", item(namespace="team-secret"), (False, "namespace")),
     ([NS_FILTER], "events", item(namespace="kube-system"), (False, "namespace")),
     ([NS_FILTER], "pods", item(namespace=None), (False, "namespace")),
+    ([NS_FILTER], "operators", item(namespace=None), (False, "namespace")),
+    # A cluster-wide alert or event is inside no namespace: name lists cannot hide it.
+    ([NS_FILTER], "alerts", item(namespace=None), (True, None)),
+    ([NS_FILTER], "events", item(namespace=None), (True, None)),
+    ([{"type": "namespaces", "visibility": "filtered",
+       "filters": {"namespaces": dim(["team-*"])}}], "event", item(namespace=None), (True, None)),
     ([{"type": "namespaces", "visibility": "none"}], "pods", item(), (False, "namespace")),
     ([{"type": "namespaces", "visibility": "none"}], "events", item(namespace=None),
      (False, "namespace")),
@@ -531,6 +537,9 @@ def test_nothing_is_visible_inside_a_hidden_namespace(
     raws = [ns_raw] + ([{**own_raw, "type": kind}] if own_raw else [])
     rule = RuleView.of([compile_filter(raw) for raw in raws])
     for it in rule.filter_items(kind, items):
+        if it.namespace is None and kind != "pods":
+            assert ns_raw["visibility"] != "none"  # alerts and events inside no namespace
+            continue
         assert rule.namespace_visible(it.namespace)
         # ... and the namespace, as a namespaces item, passes the namespaces filter's
         # visibility and names (its labels and fields do not cascade).
@@ -541,3 +550,17 @@ def test_nothing_is_visible_inside_a_hidden_namespace(
         assert rule.filter_items(kind, items) == []
         assert not any(rule.item_visible(kind, it)[0] for it in items)
         assert rule.type_decision(kind) == "deny"
+
+
+@settings(max_examples=300)
+@given(st.lists(raw_filters(), max_size=3),
+       st.sampled_from(["pods", "operators", "alerts", "events", "nodes", "pvc"]),
+       st.lists(items_, max_size=10))
+def test_a_namespace_that_hides_a_type_shows_none_of_its_items(
+        raws: list[dict[str, Any]], kind: str, items: list[Item]) -> None:
+    rule = RuleView.of([compile_filter(raw) for raw in raws])
+    for it in items:
+        if it.namespace is None or it.namespaces:
+            continue  # a check names one namespace and knows no availability elsewhere
+        if rule.namespace_hides(kind, it.namespace) is not None:
+            assert rule.item_visible(kind, it)[0] is False

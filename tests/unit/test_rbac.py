@@ -385,10 +385,12 @@ def test_rules_for_keeps_rules_as_stored_and_splits_the_two_kinds() -> None:
                          pods, doubled,  # again through the RoleBinding: not de-duplicated
                          {"verbs": ["list"], "apiGroups": ["apps"],
                           "resources": ["deployments"], "resourceNames": ["x"]}]
-    # Non-resource rules only through the ClusterRoleBinding.
-    assert urls == [{"verbs": ["get"], "nonResourceURLs": ["/healthz"]},
-                    {"verbs": ["get"], "nonResourceURLs": ["/metrics"]}]
-    assert idx.rules_for("alice", [], "") == (resources[:2], urls)
+    # Non-resource rules through the RoleBinding too: Kubernetes' RulesFor lists every
+    # rule of every role bound in the namespace, although a RoleBinding grants no URL.
+    healthz = {"verbs": ["get"], "nonResourceURLs": ["/healthz"]}
+    metrics = {"verbs": ["get"], "nonResourceURLs": ["/metrics"]}
+    assert urls == [healthz, metrics, healthz, metrics]
+    assert idx.rules_for("alice", [], "") == (resources[:2], urls[:2])
     assert idx.rules_for("bob", [], "ns1") == ([], [])
 
 

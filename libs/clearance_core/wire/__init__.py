@@ -61,6 +61,7 @@ from clearance_core.wire.lists import (
     NodeMetrics,
 )
 from clearance_core.wire.reviews import (
+    HubEntry,
     NonResourceAttributes,
     ResourceAttributes,
     ResourceReviewReply,
@@ -73,6 +74,9 @@ from clearance_core.wire.reviews import (
     SearchFilterRequest,
     SearchPlanReply,
     SearchResult,
+    SqlParam,
+    SqlWhere,
+    Star,
     SubjectAccessReview,
     SubjectAccessReviewSpec,
 )
@@ -158,6 +162,7 @@ __all__ = [
     "FieldValue",
     "FilterReply",
     "FilterRequest",
+    "HubEntry",
     "ListItem",
     "MetricsReply",
     "MetricsRequest",
@@ -185,6 +190,9 @@ __all__ = [
     "SearchPlanReply",
     "SearchResult",
     "ServiceStatus",
+    "SqlParam",
+    "SqlWhere",
+    "Star",
     "StatusCondition",
     "StatusReply",
     "StatusRequest",

@@ -6,6 +6,8 @@ from typing import Literal
 
 import msgspec
 
+from clearance_core.wire.limits import Groups
+
 Action = Literal["view", "view_metrics"]
 DecisionKind = Literal["allow", "deny", "partial"]
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
@@ -16,7 +18,7 @@ class Principal(msgspec.Struct, kw_only=True, frozen=True):
     """Who is asking, as asserted by the calling service (CONTRACT section 2)."""
 
     username: str
-    groups: list[str] = []
+    groups: Groups = []
     email: str | None = None
 
 

@@ -7,6 +7,7 @@ from typing import Any, Literal
 import msgspec
 
 from clearance_core.wire.common import Action, DecisionKind, Principal, RequestBase, Resource
+from clearance_core.wire.limits import Checks
 
 
 class CheckRequest(RequestBase, kw_only=True):
@@ -27,7 +28,7 @@ class BatchRequest(RequestBase, kw_only=True):
     """``clearance.v1.check.batch``: many checks for one principal, answered in order."""
 
     principal: Principal
-    checks: list[BatchItem]
+    checks: Checks[BatchItem]
     explain: bool = False
 
 
@@ -86,8 +87,8 @@ class TraceStep(msgspec.Struct, kw_only=True, omit_defaults=True):
 
     ``outcome`` is ``skipped`` (with ``reason`` one of ``disabled``, ``invalid``,
     ``not_yet_valid``, ``expired``, ``invalid_time``), ``no_match`` (no rule and no
-    default matched the cluster), ``matched`` (a rule matched but another step decides)
-    or ``decided``.
+    default matched the cluster), ``matched`` (a rule matched, but an earlier policy
+    decided: not consulted) or ``decided`` (exactly one step, when a policy decided).
     """
 
     policy: str

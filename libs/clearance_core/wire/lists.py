@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 
 from clearance_core.wire.common import DecisionKind, FieldValue, Principal, RequestBase
+from clearance_core.wire.limits import Items
 
 
 class ListItem(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
@@ -20,14 +21,20 @@ class ListItem(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
     namespaces: list[str] | None = None
 
 
+#: A caller's aggregation value: a result (a number, or null for an empty set), or, for a
+#: ``groupBy`` aggregation, an object from group value to result. Typed, not ``Any``: an
+#: arbitrary structure would cost the decoder far more per byte than a list of items.
+AggregationValue = str | int | float | bool | dict[str, FieldValue] | None
+
+
 class FilterRequest(RequestBase, kw_only=True):
     """``clearance.v1.filter``."""
 
     principal: Principal
     cluster: str
     type: str
-    items: list[ListItem]
-    aggregations: dict[str, Any] | None = None
+    items: Items[ListItem]
+    aggregations: dict[str, AggregationValue] | None = None
 
 
 class FilterReply(msgspec.Struct, kw_only=True):
@@ -62,8 +69,8 @@ class MetricsRequest(RequestBase, kw_only=True):
 
     principal: Principal
     cluster: str
-    namespaces: list[NamespaceMetrics] = []
-    nodes: list[NodeMetrics] = []
+    namespaces: Items[NamespaceMetrics] = []
+    nodes: Items[NodeMetrics] = []
 
 
 class MetricsReply(msgspec.Struct, kw_only=True):

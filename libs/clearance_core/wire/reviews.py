@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
 from clearance_core.wire.common import Principal, RequestBase
+from clearance_core.wire.limits import Groups, Items
 
 
 class ResourceAttributes(msgspec.Struct, kw_only=True, rename="camel"):
@@ -28,7 +29,7 @@ class SubjectAccessReviewSpec(msgspec.Struct, kw_only=True, rename="camel"):
     resource_attributes: ResourceAttributes | None = None
     non_resource_attributes: NonResourceAttributes | None = None
     user: str = ""
-    groups: list[str] = []
+    groups: Groups = []
     uid: str = ""
     extra: dict[str, list[str]] = {}
 
@@ -50,7 +51,7 @@ class RulesReviewRequest(RequestBase, kw_only=True):
 
     spec: RulesReviewSpec = msgspec.field(default_factory=RulesReviewSpec)
     user: str
-    groups: list[str] = []
+    groups: Groups = []
 
 
 class RulesReviewStatus(msgspec.Struct, kw_only=True, rename="camel"):
@@ -97,7 +98,7 @@ class SearchResult(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True
 
 class SearchFilterRequest(RequestBase, kw_only=True):
     principal: Principal
-    items: list[SearchResult]
+    items: Items[SearchResult]
 
 
 class SearchFilterReply(msgspec.Struct, kw_only=True):
@@ -108,11 +109,32 @@ class SearchFilterReply(msgspec.Struct, kw_only=True):
     request_id: str | msgspec.UnsetType | None = msgspec.UNSET
 
 
+Star = Literal["*"]
+#: A SQL parameter: a value, or a list bound as a PostgreSQL array.
+SqlParam = str | list[str]
+
+
+class HubEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """Hub rows of (group, resource) in ``namespaces`` named ``names``; ``*``: any."""
+
+    group: str
+    resource: str
+    namespaces: list[str] | Star
+    names: list[str] | Star
+
+
+class SqlWhere(msgspec.Struct, frozen=True, kw_only=True):
+    """A WHERE clause over ``search.resources`` with psycopg ``%s`` placeholders."""
+
+    where: str
+    params: list[SqlParam]
+
+
 class SearchPlanReply(msgspec.Struct, kw_only=True):
     """``clearance.v1.search.plan``: the same rules as a query plan and SQL."""
 
-    hub: list[dict[str, Any]]
+    hub: list[HubEntry]
     managed_clusters: list[str]
-    sql: dict[str, Any]
+    sql: SqlWhere
     revision: int
     request_id: str | msgspec.UnsetType | None = msgspec.UNSET

@@ -7,7 +7,6 @@ Runs any number of replicas: every subject is served in the queue group
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
@@ -17,8 +16,8 @@ import redis.asyncio as aioredis
 import redis.exceptions
 from nats.aio.client import Client
 
-from clearance_core.errors import BadRequest, NotFound, RequestError, Unavailable
-from clearance_core.resources import principal_digest
+from clearance_core.errors import BadRequest, NotFound, Unavailable
+from clearance_core.resources import cluster_of, principal_digest
 from clearance_core.status import policy_status as status_of
 from clearance_core.wire import (
     SUBJECT_BATCH,
@@ -66,12 +65,7 @@ from clearance_decision.lists import Lists
 from clearance_decision.reviews import Reviews
 from clearance_runtime import health, keys, logs
 from clearance_runtime.cache import DecisionCache
-from clearance_runtime.responder import (
-    Responder,
-    decode_request,
-    error_reply,
-    request_id_of,
-)
+from clearance_runtime.responder import Responder, decode_request, reply_to
 from clearance_runtime.settings import Settings
 from clearance_runtime.snapshot import SnapshotReader
 from clearance_runtime.state import StateStore, decode_policy
@@ -81,7 +75,6 @@ In = TypeVar("In")
 Req = TypeVar("Req", bound=RequestBase)
 Out = TypeVar("Out")
 QUEUE = "clearance-decision"
-MAX_BATCH = 10000
 _encode = msgspec.json.Encoder().encode
 _check = msgspec.json.Decoder(CheckRequest)
 _batch = msgspec.json.Decoder(BatchRequest)
@@ -161,28 +154,29 @@ class DecisionService:
     async def check_many(self, bodies: list[bytes]) -> list[bytes]:
         """The hot path: cache hits of many concurrent checks answered with one MGET; the
         rest (misses, ``min_revision``, bad requests) go through :meth:`check` one by
-        one, concurrently."""
+        one, concurrently.
+
+        Requests are isolated (CONTRACT section 0): whatever one body holds, it can only
+        fall out of the fast path, and the slow path answers each body on its own, so its
+        error reply is its own and never its neighbours'.
+        """
         replies: list[bytes | None] = [None] * len(bodies)
         fast: list[tuple[int, CheckRequest, str]] = []
         if self._cache.enabled:
             for index, body in enumerate(bodies):
-                # A bad request is answered with its error by the slow path.
-                with contextlib.suppress(RequestError):
+                try:
                     request = decode_request(_check, body)
                     if request.min_revision is None:
                         fast.append((index, request, self._decider.cache_key(
                             request.principal,
                             BatchItem(action=request.action, resource=request.resource))))
+                except Exception:  # noqa: S112 - the slow path answers it with its own error
+                    continue
         if fast:
             revision, blobs = await self._cache.lookup([key for _, _, key in fast])
             for (index, request, _), blob in zip(fast, blobs, strict=True):
-                if blob is None:
-                    continue
-                result = self._decider.cached(blob, explain=request.explain)
-                result.revision = revision
-                if request.request_id is not None:
-                    result.request_id = request.request_id
-                replies[index] = _encode(result)
+                if blob is not None:
+                    replies[index] = self._from_cache(blob, request, revision)
         slow = [i for i, reply in enumerate(replies) if reply is None]
         if slow:
             answers = await asyncio.gather(*(self._one(bodies[i]) for i in slow))
@@ -190,16 +184,31 @@ class DecisionService:
                 replies[index] = answer
         return [reply for reply in replies if reply is not None]
 
-    async def _one(self, body: bytes) -> bytes:
+    def _from_cache(self, blob: bytes, request: CheckRequest, revision: int) -> bytes | None:
+        """A cache hit as the encoded reply; None (the slow path decides) if unusable."""
         try:
-            return await _guarded(self.check)(body)
-        except RequestError as exc:
-            return error_reply(exc, request_id_of(body))
+            result = self._decider.cached(blob, explain=request.explain)
+            result.revision = revision
+            if request.request_id is not None:
+                result.request_id = request.request_id
+            return _encode(result)
+        except Exception:
+            log.exception("cache_entry_unreadable")
+            return None
+
+    async def _one(self, body: bytes) -> bytes:
+        reply, _ = await reply_to(SUBJECT_CHECK, _guarded(self.check), body)
+        return reply
 
     async def batch(self, body: bytes) -> bytes:
         request = decode_request(_batch, body)
-        if len(request.checks) > MAX_BATCH:
-            raise BadRequest(f"a batch holds at most {MAX_BATCH} checks")
+        for index, item in enumerate(request.checks):
+            # One request, one answer: a bad item makes the whole batch a bad_request
+            # (a result has no error form), named so the caller can fix it.
+            try:
+                cluster_of(item.resource)
+            except BadRequest as exc:
+                raise BadRequest(f"checks[{index}]: {exc.message}") from None
         await self._await_revision(request)
         revision = self._revision
         results: list[CheckResult] = []

@@ -32,8 +32,6 @@ from clearance_runtime import keys
 from clearance_runtime.snapshot import Snapshot, SnapshotReader
 from clearance_runtime.state import decode_source
 
-MAX_ITEMS = 200_000
-
 
 def _outcome(snapshot: Snapshot, identity: Identity, cluster: str, action: str) -> Outcome:
     return evaluate_cluster(snapshot.policies, identity, action=action, cluster=cluster,
@@ -56,8 +54,6 @@ class Lists:
         return decode_source(blob) if isinstance(blob, bytes) else None
 
     async def filter(self, request: FilterRequest) -> FilterReply:
-        if len(request.items) > MAX_ITEMS:
-            raise BadRequest(f"at most {MAX_ITEMS} items per request; send chunks")
         if not request.type or not request.cluster:
             raise BadRequest("type and cluster must be non-empty")
         if plural(request.type) == "clusters":

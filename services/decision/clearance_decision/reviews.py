@@ -48,6 +48,9 @@ from clearance_runtime import health, keys, logs
 
 log = logs.get(__name__)
 _object = msgspec.json.Decoder(dict[str, Any])
+# A review comes back as it was sent: its members are kept as raw JSON, never rebuilt as
+# Python objects (cheap whatever the client put in them).
+_members = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _labels = msgspec.json.Decoder(dict[str, str])
 
 
@@ -107,11 +110,9 @@ class Reviews:
         check_principal(principal)
         index, inventory = await self.index(), await self._inventory()
         groups = await self.groups(principal.username, principal.groups, principal.email)
-        namespaces: set[bytes] = await self._r.smembers(keys.NAMESPACES)  # type: ignore[assignment]
-        plan = msgspec.to_builtins(search.search_plan(
-            index, principal.username, groups, inventory, sorted(n.decode() for n in namespaces)))
-        return SearchPlanReply(hub=plan["hub"], managed_clusters=plan["managed_clusters"],
-                               sql=plan["sql"], revision=await health.revision(self._r))
+        plan = search.search_plan(index, principal.username, groups, inventory)
+        return SearchPlanReply(hub=plan.hub, managed_clusters=plan.managed_clusters,
+                               sql=plan.sql, revision=await health.revision(self._r))
 
     async def _inventory(self) -> dict[str, dict[str, str]]:
         rows: dict[bytes, bytes] = await self._r.hgetall(keys.CLUSTERS)  # type: ignore[assignment]
@@ -120,6 +121,10 @@ class Reviews:
     async def subject(self, body: bytes, review: SubjectAccessReview) -> dict[str, Any]:
         spec = review.spec
         attrs: Attributes
+        if spec.resource_attributes is not None and spec.non_resource_attributes is not None:
+            # The API server refuses it too (ValidateSubjectAccessReviewSpec).
+            raise BadRequest("spec.nonResourceAttributes cannot be specified in combination "
+                             "with spec.resourceAttributes: exactly one is required")
         if spec.resource_attributes is not None:
             ra = spec.resource_attributes
             if not ra.verb or not ra.resource:
@@ -133,7 +138,8 @@ class Reviews:
                 raise BadRequest("spec.nonResourceAttributes needs path and verb")
             attrs = NonResourceAttributes(path=nra.path, verb=nra.verb)
         else:
-            raise BadRequest("spec needs resourceAttributes or nonResourceAttributes")
+            raise BadRequest("spec needs exactly one of resourceAttributes or "
+                             "nonResourceAttributes")
         if not spec.user and not spec.groups:
             raise BadRequest("spec needs a user or groups")
         groups = await self.groups(spec.user, spec.groups) if spec.user else spec.groups
@@ -141,7 +147,7 @@ class Reviews:
         status: dict[str, Any] = {"allowed": allowed, "reason": reason}
         if error:
             status["evaluationError"] = error
-        reply = _object.decode(body)  # the same object back, as Kubernetes does
+        reply: dict[str, Any] = dict(_members.decode(body))  # the same object back
         reply["status"] = status
         reply["revision"] = await health.revision(self._r)
         return reply
