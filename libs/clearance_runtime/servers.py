@@ -96,6 +96,21 @@ class Server:
             self.proc.wait()
 
 
+def stop_all(running: list[Server], timeout: float) -> None:
+    """Terminate several servers at once and wait for all within ``timeout`` (then kill)."""
+    for server in running:
+        if server.proc is not None and server.proc.poll() is None:
+            server.proc.terminate()
+    deadline = time.monotonic() + timeout
+    for server in running:
+        if server.proc is None:
+            continue
+        try:
+            server.proc.wait(max(deadline - time.monotonic(), 0.01))
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
 def nats_server(state_dir: Path, port: int | None = None) -> tuple[Server, str]:
     port = port or free_port()
     store = state_dir / "jetstream"

@@ -30,7 +30,11 @@ async def system(clean_servers: Servers, tmp_path: Path) -> AsyncIterator[System
     manifests = tmp_path / "manifests"
     manifests.mkdir()
     sys_ = System(clean_servers.nats_url, clean_servers.redis_url, manifests)
-    sys_.write("inventory.yaml", cluster("prod"))
+    # pvc is a custom type: it exists only while a MetricSource declares it.
+    sys_.write("inventory.yaml", cluster("prod"), {
+        "apiVersion": "clusterpulse.io/v1alpha1", "kind": "MetricSource",
+        "metadata": {"name": "pvc", "namespace": "monitoring"},
+        "spec": {"rbac": {"resourceTypeName": "pvc", "filterableFields": ["size"]}}})
     sys_.write("policies.yaml", policy("alice", users=["alice"], rules=[{
         "selector": {"matchNames": ["prod"]},
         "resources": [{"type": "pvc", "visibility": "filtered",

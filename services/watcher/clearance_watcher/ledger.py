@@ -80,12 +80,20 @@ class Ledger:
             ),
         )
         try:
-            pending = 1
+            # Stop when the consumer says nothing is pending, not at the first fetch that
+            # times out: a loaded machine can exceed one fetch's timeout mid-way, and an
+            # object missed here would never get its DELETED after a restart.
+            pending, idle = 1, 0
             while pending:
                 try:
                     msgs = await sub.fetch(256, timeout=2.0)
                 except nats.errors.TimeoutError:
-                    break
+                    idle += 1
+                    if idle >= 5:
+                        log.warning("ledger_load_incomplete", source=self._source,
+                                    pending=pending)
+                        break
+                    continue
                 for msg in msgs:
                     pending = msg.metadata.num_pending
                     self._load_one(msg)
