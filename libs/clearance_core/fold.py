@@ -33,6 +33,16 @@ class Affected(msgspec.Struct, kw_only=True):
     def __bool__(self) -> bool:
         return bool(self.users or self.groups or self.clusters or self.all)
 
+    def copy(self) -> Affected:
+        return Affected(users=set(self.users), groups=set(self.groups),
+                        clusters=set(self.clusters), all=self.all)
+
+    def update(self, other: Affected) -> None:
+        self.users |= other.users
+        self.groups |= other.groups
+        self.clusters |= other.clusters
+        self.all = self.all or other.all
+
     def add_policy_subjects(self, policy: CompiledPolicy | None) -> None:
         if policy is None:
             return

@@ -1,4 +1,4 @@
-"""The kinds of objects on the event stream and how each is identified.
+"""How an object on the event stream is identified (the kinds are in ``registry``).
 
 An object is identified by kind, namespace and name taken from the object itself
 (CONTRACT section 1); the subject's ``<id>`` token is only a routing hint.
@@ -13,25 +13,6 @@ import msgspec
 
 from clearance_core.errors import InvalidObject
 
-#: Lower-case kind -> (API group/version, plural, namespaced). The watcher watches
-#: exactly these; the stream carries them under ``clearance.events.<kind>.<id>``.
-KINDS: dict[str, tuple[str, str, bool]] = {
-    "monitoraccesspolicy": ("clusterpulse.io/v1alpha1", "monitoraccesspolicies", True),
-    "metricsource": ("clusterpulse.io/v1alpha1", "metricsources", True),
-    "accesspolicy": ("clearance.io/v1alpha1", "accesspolicies", True),
-    "managedcluster": ("cluster.open-cluster-management.io/v1", "managedclusters", False),
-    "managedclusterset": (
-        "cluster.open-cluster-management.io/v1beta2", "managedclustersets", False,
-    ),
-    "role": ("rbac.authorization.k8s.io/v1", "roles", True),
-    "clusterrole": ("rbac.authorization.k8s.io/v1", "clusterroles", False),
-    "rolebinding": ("rbac.authorization.k8s.io/v1", "rolebindings", True),
-    "clusterrolebinding": ("rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
-    "group": ("user.openshift.io/v1", "groups", False),
-    "namespace": ("v1", "namespaces", False),
-    "customresourcedefinition": ("apiextensions.k8s.io/v1", "customresourcedefinitions", False),
-}
-
 
 class ObjectRef(msgspec.Struct, frozen=True, order=True):
     kind: str
@@ -43,8 +24,12 @@ class ObjectRef(msgspec.Struct, frozen=True, order=True):
 
 
 def kind_of(obj: dict[str, Any]) -> str:
+    # The registry lists the kinds; imported here, not at the top, because the registry's
+    # folds name objects by ObjectRef.
+    from clearance_core.registry import REGISTRY  # noqa: PLC0415
+
     kind = obj.get("kind")
-    if not isinstance(kind, str) or kind.lower() not in KINDS:
+    if not isinstance(kind, str) or kind.lower() not in REGISTRY:
         raise InvalidObject(f"unsupported kind {kind!r}")
     return kind.lower()
 

@@ -17,6 +17,7 @@ Compiled state (written only by the compiler, in one MULTI per event):
                                   valid one: the winner per type is chosen among them)
     clr:mc                  HASH  cluster -> JSON labels (the ManagedCluster inventory)
     clr:ns                  SET   hub namespaces (Namespace objects), for search plans
+    clr:mcs                 SET   ManagedClusterSets that exist
     clr:rbac                HASH  "kind/ns/name" -> JSON Role, ClusterRole or binding
     clr:rbac:rev            revision of the last RBAC change (readers rebuild on change)
     clr:grp                 HASH  group -> JSON sorted users
@@ -51,6 +52,7 @@ CLUSTERS = "clr:mc"
 POLICY_OBJECTS = "clr:polraw"
 RBAC = "clr:rbac"
 NAMESPACES = "clr:ns"
+CLUSTER_SETS = "clr:mcs"
 RBAC_REV = "clr:rbac:rev"
 SOURCES = "clr:ms"
 SOURCE_OBJECTS = "clr:msobj2"

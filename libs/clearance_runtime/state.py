@@ -18,7 +18,9 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from clearance_core.fold import Affected
+from clearance_core.folds.rbac import rbac_model
 from clearance_core.metricsource import CompiledSource
+from clearance_core.model import Model
 from clearance_core.policy import CompiledPolicy
 from clearance_runtime import keys
 
@@ -28,14 +30,29 @@ _source_decoder = msgspec.msgpack.Decoder(CompiledSource)
 _json = msgspec.json.Encoder()
 
 
-class ChangeRecord(msgspec.Struct, kw_only=True):
-    """What one event changed, for the invalidator (stored as stream fields)."""
-
-    revision: int
+class Scope(msgspec.Struct, kw_only=True):
     users: list[str] = []
     groups: list[str] = []
     clusters: list[str] = []
     all: bool = False
+
+    @classmethod
+    def of(cls, affected: Affected) -> Scope:
+        return cls(users=sorted(affected.users), groups=sorted(affected.groups),
+                   clusters=sorted(affected.clusters), all=affected.all)
+
+    def __bool__(self) -> bool:
+        return bool(self.users or self.groups or self.clusters or self.all)
+
+
+class ChangeRecord(msgspec.Struct, kw_only=True):
+    """What one event changed, for the invalidator (stored as stream fields): whose
+    cached decisions to delete, and whom to announce on ``clearance.decisions.changed``
+    (a RoleBinding change is announced — reviews change — but deletes no cached check)."""
+
+    revision: int
+    invalidate: Scope = msgspec.field(default_factory=Scope)
+    announce: Scope = msgspec.field(default_factory=Scope)
 
 
 def encode_policy(policy: CompiledPolicy) -> bytes:
@@ -48,6 +65,11 @@ def decode_policy(blob: bytes) -> CompiledPolicy:
 
 def decode_source(blob: bytes) -> CompiledSource:
     return _source_decoder.decode(blob)
+
+
+_decode_object = msgspec.json.Decoder(dict[str, Any]).decode
+_decode_labels = msgspec.json.Decoder(dict[str, str]).decode
+_decode_users = msgspec.json.Decoder(list[str]).decode
 
 
 class LostSync(Exception):
@@ -113,42 +135,35 @@ class StateStore:
         blob = await self._r.hget(keys.POLICIES, key)
         return decode_policy(blob) if isinstance(blob, bytes) else None
 
-    async def policy_object(self, key: str) -> dict[str, Any] | None:
-        raw = await self._r.hget(keys.POLICY_OBJECTS, key)
-        return msgspec.json.decode(raw, type=dict[str, Any]) if raw else None
-
-    async def policies_naming(self, type_name: str) -> list[str]:
-        members = await self._r.smembers(keys.policy_by_type(type_name))
-        return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
-
     async def sources(self) -> dict[str, CompiledSource]:
         rows: dict[bytes, bytes] = await self._r.hgetall(keys.SOURCES)  # type: ignore[assignment]
         return {k.decode(): decode_source(v) for k, v in rows.items()}
 
-    async def declared_sources(self) -> dict[str, CompiledSource]:
-        """Every valid MetricSource by ``ns/name`` (several may declare one type)."""
-        rows: dict[bytes, bytes] = await self._r.hgetall(  # type: ignore[assignment]
-            keys.SOURCE_OBJECTS)
-        return {k.decode(): decode_source(v) for k, v in rows.items()}
-
-    async def rbac_objects(self) -> list[dict[str, Any]]:
-        rows: dict[bytes, bytes] = await self._r.hgetall(keys.RBAC)  # type: ignore[assignment]
-        return [msgspec.json.decode(v, type=dict[str, Any]) for v in rows.values()]
-
-    async def rbac_object(self, key: str) -> dict[str, Any] | None:
-        raw = await self._r.hget(keys.RBAC, key)
-        return msgspec.json.decode(raw, type=dict[str, Any]) if raw else None
-
-    async def has_namespace(self, name: str) -> bool:
-        return bool(await self._r.sismember(keys.NAMESPACES, name))
-
-    async def cluster(self, name: str) -> dict[str, str] | None:
-        raw = await self._r.hget(keys.CLUSTERS, name)
-        return msgspec.json.decode(raw, type=dict[str, str]) if raw else None
-
-    async def group(self, name: str) -> list[str] | None:
-        raw = await self._r.hget(keys.GROUPS, name)
-        return msgspec.json.decode(raw, type=list[str]) if raw else None
+    async def load_model(self) -> Model:
+        """The compiled state, for the compiler to hold in memory (one round trip)."""
+        async with self._r.pipeline(transaction=True) as pipe:
+            for hash_key in (keys.POLICIES, keys.POLICY_OBJECTS, keys.SOURCE_OBJECTS,
+                             keys.SOURCES, keys.CLUSTERS, keys.GROUPS, keys.RBAC):
+                pipe.hgetall(hash_key)
+            pipe.smembers(keys.NAMESPACES)
+            pipe.smembers(keys.CLUSTER_SETS)
+            (policies, objects, declared, winners, clusters, groups, rbac, namespaces,
+             sets) = await pipe.execute()
+        model = Model(
+            sources={k.decode(): decode_source(v) for k, v in declared.items()},
+            type_sources={k.decode(): decode_source(v) for k, v in winners.items()},
+            clusters={k.decode(): _decode_labels(v) for k, v in clusters.items()},
+            groups={k.decode(): _decode_users(v) for k, v in groups.items()},
+            namespaces={m.decode() for m in namespaces},
+            cluster_sets={m.decode() for m in sets},
+            rbac_objects={k.decode(): _decode_object(v) for k, v in rbac.items()},
+        )
+        model.rbac = rbac_model(model.rbac_objects)
+        for key, blob in policies.items():
+            raw = objects.get(key)
+            model.set_policy(key.decode(), decode_policy(blob),
+                             None if raw is None else _decode_object(raw))
+        return model
 
     async def advance(self, seq: int) -> None:
         """An event that changes no state (malformed, or a kind not compiled) still moves
@@ -173,13 +188,8 @@ class StateStore:
         recorder = _Recorder()
         tx = Transaction(recorder)
         yield tx
-        record = ChangeRecord(
-            revision=seq,
-            users=sorted(tx.affected.users),
-            groups=sorted(tx.affected.groups),
-            clusters=sorted(tx.affected.clusters),
-            all=tx.affected.all,
-        )
+        record = ChangeRecord(revision=seq, invalidate=Scope.of(tx.invalidate),
+                              announce=Scope.of(tx.announce))
         recorder.set(keys.REV, seq)
         recorder.commands.append(("XADD", keys.CHANGES, f"{seq}-0", "r", _json.encode(record)))
         fence = "" if self._expected is None else str(self._expected)
@@ -198,11 +208,12 @@ class StateStore:
 
 
 class Transaction:
-    """Queues the writes of one event; ``affected`` accumulates whose answers change."""
+    """Queues the writes of one event (implements ``clearance_core.model.Writes``)."""
 
     def __init__(self, pipe: _Recorder) -> None:
         self._pipe = pipe
-        self.affected = Affected()
+        self.announce = Affected()
+        self.invalidate = Affected()
 
     def put_policy(
         self,
@@ -253,6 +264,12 @@ class Transaction:
         else:
             self._pipe.hset(keys.RBAC, key, _json.encode(obj))
         self._pipe.set(keys.RBAC_REV, seq)
+
+    def put_cluster_set(self, name: str, *, present: bool) -> None:
+        if present:
+            self._pipe.sadd(keys.CLUSTER_SETS, name)
+        else:
+            self._pipe.srem(keys.CLUSTER_SETS, name)
 
     def put_namespace(self, name: str, *, present: bool) -> None:
         if present:

@@ -5,15 +5,18 @@ from __future__ import annotations
 import pytest
 
 from clearance_core.errors import InvalidObject
-from clearance_core.kinds import KINDS, ObjectRef, event_subject, ref_of, subject_token
+from clearance_core.kinds import ObjectRef, event_subject, ref_of, subject_token
+from clearance_core.registry import REGISTRY, WATCHED
 
 
 def test_every_contract_kind_is_known_with_its_api() -> None:
-    assert set(KINDS) == {
+    assert set(REGISTRY) == set(WATCHED) == {
         "monitoraccesspolicy", "metricsource", "accesspolicy", "managedcluster",
         "managedclusterset", "role", "clusterrole", "rolebinding", "clusterrolebinding",
         "group", "namespace", "customresourcedefinition"}
-    assert KINDS["rolebinding"] == ("rbac.authorization.k8s.io/v1", "rolebindings", True)
+    assert WATCHED["rolebinding"] == ("rbac.authorization.k8s.io/v1", "rolebindings", True)
+    assert REGISTRY["rolebinding"].group == "rbac.authorization.k8s.io"
+    assert REGISTRY["namespace"].group == ""
 
 
 def test_an_object_is_identified_by_kind_namespace_and_name() -> None:

@@ -31,10 +31,12 @@ _encode = msgspec.json.Encoder().encode
 
 
 def index_keys(record: ChangeRecord) -> list[str]:
+    """The cache index sets holding every entry the change can alter."""
+    scope = record.invalidate
     return [
-        *(keys.cache_by_user(u) for u in record.users),
-        *(keys.cache_by_group(g) for g in record.groups),
-        *(keys.cache_by_cluster(c) for c in record.clusters),
+        *(keys.cache_by_user(u) for u in scope.users),
+        *(keys.cache_by_group(g) for g in scope.groups),
+        *(keys.cache_by_cluster(c) for c in scope.clusters),
     ]
 
 
@@ -81,22 +83,23 @@ class Invalidator:
 
     async def _apply(self, record: ChangeRecord) -> None:
         removed = int(await self._invalidate(
-            keys=index_keys(record), args=[record.revision, "1" if record.all else "0"]
-        ))
+            keys=index_keys(record),
+            args=[record.revision, "1" if record.invalidate.all else "0"]))
         self._revision = record.revision
         metrics.INVALIDATIONS.inc(removed)
-        if record.users or record.groups or record.clusters or record.all:
+        told = record.announce
+        if told:
             # A cluster's labels can change anyone's answer about it: clients with caches
             # of their own must drop everything about that cluster, hence ``all``.
             message = DecisionsChanged(
                 revision=record.revision,
-                principals=ChangedPrincipals(users=record.users, groups=record.groups),
-                all=record.all or bool(record.clusters),
+                principals=ChangedPrincipals(users=told.users, groups=told.groups),
+                all=told.all or bool(told.clusters),
             )
             try:
                 await self._nc.publish(SUBJECT_DECISIONS_CHANGED, _encode(message))
             except Exception as exc:
                 log.warning("decisions_changed_publish_failed", error=str(exc))
             log.info("invalidated", revision=record.revision, removed=removed,
-                     users=len(record.users), groups=len(record.groups),
-                     clusters=record.clusters)
+                     users=len(told.users), groups=len(told.groups),
+                     clusters=told.clusters)

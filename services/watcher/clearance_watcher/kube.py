@@ -1,4 +1,4 @@
-"""The Kubernetes API source: list and watch every kind in ``KINDS`` into a ledger.
+"""The Kubernetes API source: list and watch every kind in ``registry.WATCHED`` into a ledger.
 
 Per kind, independently of the others (the algorithm of kopf's continuous watch and of
 client-go's reflector):
@@ -42,7 +42,7 @@ import kubernetes.watch
 from kubernetes.client import ApiException
 
 from clearance_core.errors import ClearanceError
-from clearance_core.kinds import KINDS
+from clearance_core.registry import WATCHED
 from clearance_runtime import logs
 
 log = logs.get(__name__)
@@ -91,7 +91,7 @@ def api_client(kubeconfig: Path | None) -> kubernetes.client.ApiClient:
             config_file=str(kubeconfig), client_configuration=cfg
         )
     # Every kind holds a watch connection; a smaller pool would churn and warn.
-    cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize, len(KINDS) + 4)
+    cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize, len(WATCHED) + 4)
     return kubernetes.client.ApiClient(cfg)
 
 
@@ -101,7 +101,7 @@ class KubeSource:
         api: kubernetes.client.ApiClient,
         ledger: LedgerLike,
         *,
-        kinds: Mapping[str, tuple[str, str, bool]] = KINDS,
+        kinds: Mapping[str, tuple[str, str, bool]] = WATCHED,
         timeout_seconds: int = 300,
         connect_timeout: float = 10.0,
     ) -> None:

@@ -19,7 +19,8 @@ from typing import Any, Protocol
 import yaml
 
 from clearance_core.errors import InvalidObject
-from clearance_core.kinds import KINDS, ref_of
+from clearance_core.kinds import ref_of
+from clearance_core.registry import WATCHED
 from clearance_runtime import logs, metrics
 
 log = logs.get(__name__)
@@ -115,5 +116,5 @@ class ManifestSource:
         log.info("manifests_watching", directory=str(self._dir))
         while True:
             if await asyncio.to_thread(self.scan):
-                await self._sink.sync(self.snapshot(), kinds=KINDS.keys())
+                await self._sink.sync(self.snapshot(), kinds=WATCHED.keys())
             await asyncio.sleep(self._poll)

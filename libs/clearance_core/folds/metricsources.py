@@ -1,0 +1,58 @@
+"""MetricSource: declare a custom type, and re-check every policy naming it.
+
+Several MetricSources may declare one type; the oldest is in force (``winner``), and
+deleting any of them leaves the others. A change re-folds the policies naming the
+type(s) it touches in the same transaction: a field filter can become valid or invalid
+with it, and an undeclared type's filters appear or vanish.
+"""
+
+from __future__ import annotations
+
+from clearance_core.errors import InvalidObject
+from clearance_core.fold import fold_policy
+from clearance_core.folds import FoldEvent, FoldResult
+from clearance_core.folds.policies import report
+from clearance_core.kinds import ObjectRef
+from clearance_core.metricsource import CompiledSource, compile_source, winner
+from clearance_core.model import Model, Writes
+
+
+def fold(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
+    previous = model.sources.pop(event.key, None)
+    source: CompiledSource | None = None
+    outcome = "deleted"
+    if not event.deleted:
+        try:
+            source = compile_source(event.obj)
+            outcome = "compiled"
+        except InvalidObject:
+            outcome = "invalid"  # withdrawn whole, like an invalid policy
+    if source is not None:
+        model.sources[event.key] = source
+    tx.put_source(event.key, source)
+    types = sorted({s.type_name for s in (previous, source) if s is not None})
+    for type_name in types:
+        in_force = winner(s for s in model.sources.values() if s.type_name == type_name)
+        if in_force is None:
+            model.type_sources.pop(type_name, None)
+        else:
+            model.type_sources[type_name] = in_force
+        tx.put_type_source(type_name, in_force)
+    result = FoldResult(outcome)
+    for type_name in types:
+        for key in model.policies_naming_type(type_name):
+            raw = model.policy_objects.get(key)
+            before = model.policies.get(key)
+            if raw is None or before is None:
+                continue
+            after, affected = fold_policy("MODIFIED", raw, before, model.type_sources)
+            if after == before:
+                continue
+            tx.put_policy(key, before, after, raw)
+            tx.announce.update(affected)
+            tx.invalidate.update(affected)
+            model.set_policy(key, after, raw)
+            namespace, _, name = key.partition("/")
+            ref = ObjectRef("monitoraccesspolicy", namespace, name)
+            result.statuses.append((ref, report(after, model, event)))
+    return result

@@ -1,0 +1,104 @@
+"""The compiled state as the compiler holds it in memory, and how a fold writes it.
+
+The compiler is the single writer of the compiled state (one active copy, by lease), so
+it keeps that state in a :class:`Model` — loaded from the store when it starts — and each
+kind's fold reads the model and nothing else: folds are pure and synchronous, and an
+event costs no store reads. A fold records what to persist in a :class:`Writes` (the
+store's transaction implements it) and mutates the model to match; if the commit then
+fails, the compiler discards the model and reloads it, so the two never drift apart.
+
+A change names two audiences (``Writes.announce`` and ``Writes.invalidate``): whom
+clients must hear about on ``clearance.decisions.changed`` (every answer that can change,
+reviews included), and which cached decisions the cache must drop (only answers the
+decision cache holds: checks, filters, lists). A RoleBinding change is announced but
+deletes no cached check: checks never read RBAC.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from clearance_core.fold import Affected
+from clearance_core.metricsource import CompiledSource
+from clearance_core.policy import CompiledPolicy
+from clearance_core.rbac_changes import RbacModel
+
+
+class Writes(Protocol):
+    """What a fold may persist (implemented by the store's transaction)."""
+
+    announce: Affected
+    invalidate: Affected
+
+    def put_policy(self, key: str, previous: CompiledPolicy | None,
+                   new: CompiledPolicy | None, obj: dict[str, Any] | None) -> None: ...
+
+    def put_source(self, key: str, new: CompiledSource | None) -> None: ...
+
+    def put_type_source(self, type_name: str, winner: CompiledSource | None) -> None: ...
+
+    def put_cluster(self, name: str, labels: dict[str, str] | None) -> None: ...
+
+    def put_cluster_set(self, name: str, *, present: bool) -> None: ...
+
+    def put_rbac(self, seq: int, key: str, obj: dict[str, Any] | None) -> None: ...
+
+    def put_namespace(self, name: str, *, present: bool) -> None: ...
+
+    def put_group(self, name: str, previous: list[str] | None,
+                  users: list[str] | None) -> None: ...
+
+
+@dataclass
+class Model:
+    """Everything folds need to know about what is already compiled."""
+
+    policies: dict[str, CompiledPolicy] = field(default_factory=dict)
+    policy_objects: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Every valid MetricSource by ``ns/name``; several may declare one type.
+    sources: dict[str, CompiledSource] = field(default_factory=dict)
+    #: The MetricSource in force per type (what the decision service reads).
+    type_sources: dict[str, CompiledSource] = field(default_factory=dict)
+    clusters: dict[str, dict[str, str]] = field(default_factory=dict)
+    cluster_sets: set[str] = field(default_factory=set)
+    groups: dict[str, list[str]] = field(default_factory=dict)
+    namespaces: set[str] = field(default_factory=set)
+    rbac: RbacModel = field(default_factory=RbacModel)
+    #: RBAC objects as stored (``kind/ns/name``), so a restart rebuilds ``rbac``.
+    rbac_objects: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: custom type -> keys of the policies whose rules name it.
+    _by_type: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    #: group -> keys of the policies naming it as a subject.
+    _by_group: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+
+    def set_policy(self, key: str, policy: CompiledPolicy | None,
+                   obj: dict[str, Any] | None) -> None:
+        old = self.policies.pop(key, None)
+        self.policy_objects.pop(key, None)
+        if old is not None:
+            for type_name in old.custom_types:
+                self._by_type[type_name].discard(key)
+            for group in old.groups:
+                self._by_group[group].discard(key)
+        if policy is not None:
+            self.policies[key] = policy
+            for type_name in policy.custom_types:
+                self._by_type[type_name].add(key)
+            for group in policy.groups:
+                self._by_group[group].add(key)
+            if obj is not None:
+                self.policy_objects[key] = obj
+
+    def policies_naming_type(self, type_name: str) -> list[str]:
+        return sorted(self._by_type.get(type_name, ()))
+
+    def group_is_named(self, group: str) -> bool:
+        """Whether any MonitorAccessPolicy names the group (RBAC bindings aside)."""
+        return bool(self._by_group.get(group))
+
+    def selects_by_labels(self) -> bool:
+        """Whether any policy's rules select clusters by label."""
+        return any(rule.selector.labels for policy in self.policies.values()
+                   for rule in policy.rules)
