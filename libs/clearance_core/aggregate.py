@@ -230,10 +230,13 @@ def _reduce(agg: Aggregation, items: list[dict[str, Any]]) -> Any:
         # 7.000000000000001, whose ceiling would skip to the 8th value.
         rank = max(1, math.ceil(Fraction(repr(agg.percentile)) * len(numbers) / 100))
         return numbers[rank - 1]
-    total = _total(numbers)
-    if function == "sum":
-        return total
-    return total / len(numbers)  # avg
+    try:
+        total = _total(numbers)
+        if function == "sum":
+            return total
+        return total / len(numbers)  # avg
+    except OverflowError:
+        return None  # beyond the range of a double: no number to report (null)
 
 
 def _total(numbers: list[int | float]) -> int | float:

@@ -56,6 +56,27 @@ def subject_token(obj: dict[str, Any], ref: ObjectRef) -> str:
     return f"n-{digest}"
 
 
+def status_subject(ref: ObjectRef) -> str:
+    """``clearance.status.<kind>.<namespace>.<name>`` (``_`` for no namespace).
+
+    Kubernetes names are DNS labels and subdomains, which make valid subject tokens
+    (dots add tokens, which ``clearance.status.>`` still matches). A name from any other
+    producer that a subject cannot carry — whitespace, ``*``, ``>``, control characters,
+    or longer than 253 characters (NATS closes a connection whose control line passes
+    4 KB) — is replaced by the token ``h-<sha256 prefix>`` of its namespace/name.
+    """
+    tokens = [_status_token(ref.namespace or "_", ref), _status_token(ref.name, ref)]
+    return f"clearance.status.{ref.kind}.{tokens[0]}.{tokens[1]}"
+
+
+def _status_token(part: str, ref: ObjectRef) -> str:
+    if 0 < len(part) <= 253 and all(c.isascii() and (c.isalnum() or c in "-_.:@")
+                                    for c in part) and ".." not in part \
+            and not part.startswith(".") and not part.endswith("."):
+        return part
+    return "h-" + hashlib.sha256(f"{ref.namespace}/{ref.name}".encode()).hexdigest()[:24]
+
+
 def event_subject(obj: dict[str, Any], ref: ObjectRef) -> str:
     return f"clearance.events.{ref.kind}.{subject_token(obj, ref)}"
 

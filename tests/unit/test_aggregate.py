@@ -353,3 +353,13 @@ def test_select_exclude_wins(aggregates: dict[str, int], include: list[str] | No
         assert (name in kept) is wanted
         if wanted:
             assert kept[name] == value
+
+
+def test_sums_and_averages_beyond_a_double_are_null_not_an_error() -> None:
+    from clearance_core.aggregate import compute  # noqa: PLC0415
+
+    aggs = [compile_aggregation({"name": "s", "function": "sum", "field": "v"}),
+            compile_aggregation({"name": "a", "function": "avg", "field": "v"})]
+    assert compute(aggs, [{"v": 1e308}, {"v": 1e308}]) == {"s": None, "a": None}
+    big = 10**300
+    assert compute(aggs, [{"v": big}, {"v": big}])["s"] == 2 * big  # exact for integers

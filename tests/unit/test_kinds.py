@@ -46,3 +46,17 @@ def test_the_subject_token_is_the_uid_when_nats_safe_else_derived() -> None:
     token = subject_token(unsafe, ref_of(unsafe))
     assert token.startswith("n-") and token.replace("-", "").isalnum()
     assert token == subject_token({"kind": "Group", "metadata": {"name": "g"}}, ref)
+
+
+def test_status_subjects_carry_kubernetes_names_and_hash_anything_else() -> None:
+    from clearance_core.kinds import status_subject  # noqa: PLC0415
+
+    ref = ObjectRef("monitoraccesspolicy", "team-a", "my.policy")
+    assert status_subject(ref) == "clearance.status.monitoraccesspolicy.team-a.my.policy"
+    assert status_subject(ObjectRef("group", "", "g")) == "clearance.status.group._.g"
+    for hostile in ("a b", "x*", "y>", "n" * 5000, "tab\there", "..", "ünï"):
+        subject = status_subject(ObjectRef("monitoraccesspolicy", "ns", hostile))
+        token = subject.rsplit(".", 1)[-1]
+        assert token.startswith("h-") and len(subject) < 100
+    assert status_subject(ObjectRef("monitoraccesspolicy", "ns", "a b")) == \
+        status_subject(ObjectRef("monitoraccesspolicy", "ns", "a b"))  # stable

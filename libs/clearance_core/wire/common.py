@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -33,12 +33,17 @@ class Resource(msgspec.Struct, kw_only=True, frozen=True):
     fields: dict[str, FieldValue] = {}
 
 
+Revision = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+TimeoutMs = Annotated[int, msgspec.Meta(ge=0, le=60_000)]
+
+
 class RequestBase(msgspec.Struct, kw_only=True):
     """Fields every request subject accepts (CONTRACT section 0)."""
 
     request_id: str | None = None
-    min_revision: int | None = None
-    timeout_ms: int | None = None
+    min_revision: Revision | None = None
+    #: How long to wait for ``min_revision``; at most a minute (a request holds a slot).
+    timeout_ms: TimeoutMs | None = None
 
 
 class ErrorBody(msgspec.Struct, kw_only=True):

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import redis.asyncio as aioredis
 import structlog
+from nats.aio.client import Client
 
 from clearance_compiler.app import Compiler
 from clearance_decision.app import DecisionService
@@ -65,6 +66,20 @@ async def run_service(name: str, settings: Settings) -> None:
 _BACKOFF_MIN, _BACKOFF_MAX = 0.5, 10.0
 
 
+class ConnectionClosed(Exception):
+    """The NATS connection closed for good (not a disconnect it recovers from)."""
+
+
+async def _closed_watch(nc: Client, work: asyncio.Task[None]) -> None:
+    """A connection the server closed (a protocol error, an auth change) never comes
+    back on its own, and every publish on it fails: restart the service with a new one
+    rather than retry for ever."""
+    while not work.done():
+        if nc.is_closed:
+            raise ConnectionClosed("NATS connection closed")
+        await asyncio.sleep(1.0)
+
+
 async def _run_once(name: str, settings: Settings) -> None:
     nc = await bus.connect(settings.nats_url, name=f"clearance-{name}")
     redis = aioredis.from_url(settings.redis_url, health_check_interval=10)
@@ -87,7 +102,9 @@ async def _run_once(name: str, settings: Settings) -> None:
     probes.register(name, connected=lambda: nc.is_connected)
     log.info("service_started")
     try:
-        await runner()
+        async with asyncio.TaskGroup() as group:
+            work = group.create_task(runner())
+            group.create_task(_closed_watch(nc, work))
     finally:
         probes.unregister(name)
         # Bounded: with NATS or Redis gone, draining would wait for a server that is not

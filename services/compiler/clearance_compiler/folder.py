@@ -22,7 +22,7 @@ from nats.aio.client import Client
 from clearance_core import status
 from clearance_core.errors import InvalidObject
 from clearance_core.folds import FoldEvent, FoldResult, policies
-from clearance_core.kinds import ObjectRef, ref_of
+from clearance_core.kinds import ObjectRef, ref_of, status_subject
 from clearance_core.model import Model
 from clearance_core.registry import REGISTRY
 from clearance_core.wire import Event, PolicyStatus
@@ -111,7 +111,7 @@ class Folder:
             return FoldResult("failed", statuses)
 
     async def _publish_status(self, ref: ObjectRef, body: PolicyStatus) -> None:
-        subject = f"clearance.status.{ref.kind}.{ref.namespace or '_'}.{ref.name}"
+        subject = status_subject(ref)
         try:
             await self._nc.publish(subject, _encode(body))
         except Exception as exc:
