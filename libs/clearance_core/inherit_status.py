@@ -140,8 +140,8 @@ def enforced(policy: CompiledAccessPolicy, scope: list[EffectivePolicy]) -> Stat
         text = f"Policy has been overridden{who}: {causes}"
         return StatusCondition(type="Enforced", status="False", reason="Overridden",
                                message=". ".join([text, *notes]))
-    text = f"Policy has been partially enforced. The following rules have been overridden: " \
-           f"{causes}" + (f"; {added}" if added else "")
+    text = f"Policy has been partially enforced. Rules not in force everywhere: {causes}" + \
+        (f"; {added}" if added else "")
     return StatusCondition(type="Enforced", status="True", reason="PartiallyEnforced",
                            message=". ".join([text, *notes]))
 
