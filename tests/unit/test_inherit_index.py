@@ -101,15 +101,18 @@ def test_a_cluster_label_change_moves_it_between_cluster_sets() -> None:
 
 
 def test_a_cluster_set_appearing_and_vanishing_recomputes_its_members() -> None:
-    index = fleet_index(pol("prod", ("ClusterSet", "prod"), rules={"p": SRE}),
+    index = fleet_index(pol("prod", ("ClusterSet", "prod"), defaults=block({"p": SRE}, "merge")),
+                        pol("c1app", ("Namespace", "c1", "app"), rules={"a": DEV}),
                         clusters={"c1": "prod", "c2": None})
     assert sources(index, C1) == {}
     change = index.apply(ClusterSetChanged("prod", present=True))
-    assert set(change.effective) == {PROD, C1}
-    assert sources(index, C1) == {"p": "t/prod:rules"}
+    assert set(change.effective) == {PROD, C1, C1_APP}
+    assert sources(index, C1) == {"p": "t/prod:defaults"}
+    assert sources(index, C1_APP) == {"a": "t/c1app:rules", "p": "t/prod:defaults"}
     change = index.apply(ClusterSetChanged("prod", present=False))
-    assert change.removed == {PROD} and set(change.effective) == {C1}
+    assert change.removed == {PROD} and set(change.effective) == {C1, C1_APP}
     assert sources(index, C1) == {}
+    assert sources(index, C1_APP) == {"a": "t/c1app:rules"}
     assert index.effective_of(PROD) is None
 
 
