@@ -214,3 +214,22 @@ def effective_policy(target: Target, policies: Iterable[CompiledAccessPolicy], *
         errors=acc.errors,
         unset_ignored=tuple(acc.unset_ignored),
     )
+
+
+def subjects_changed(before: EffectivePolicy | None,
+                     after: EffectivePolicy | None) -> tuple[set[str], set[str]]:
+    """(users, groups) whose decisions on the target can differ between two versions of
+    its effective policy: the subjects of every rule added, removed or changed (a rule
+    only ever concerns its own subjects). Service accounts are users (their usernames)."""
+    old = before.rules if before is not None else {}
+    new = after.rules if after is not None else {}
+    users: set[str] = set()
+    groups: set[str] = set()
+    for name in {*old, *new}:
+        if old.get(name) == new.get(name):
+            continue
+        for found in (old.get(name), new.get(name)):
+            if found is not None:
+                users.update(found.rule.users, found.rule.service_accounts)
+                groups.update(found.rule.groups)
+    return users, groups

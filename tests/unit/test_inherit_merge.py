@@ -13,6 +13,7 @@ import pytest
 
 from clearance_core import hierarchy
 from clearance_core.hierarchy import FLEET
+from clearance_core.merge import subjects_changed
 from tests.unit.accesspolicies import access_policy, block, fleet_index, rule, sources
 
 APP = hierarchy.namespace("c1", "app")
@@ -250,3 +251,14 @@ def test_effective_reply_shape() -> None:
         "rules": {"a": {"rule": SRE, "source": HI, "block": "defaults"}},
         "policies": [HI], "affected_by": [HI]}
     assert index.effective_of(hierarchy.cluster("nowhere")) is None
+
+
+def test_subjects_changed_names_only_the_subjects_of_rules_that_differ() -> None:
+    before = fleet_index(higher(rules={"a": SRE, "b": rule(users=["bob"])}))
+    after = fleet_index(higher(rules={"a": SRE, "c": rule(
+        users=["carol"], groups=["qa"])}))
+    users, groups = subjects_changed(before.effective_of(APP), after.effective_of(APP))
+    assert (users, groups) == ({"bob", "carol"}, {"qa"})
+    assert subjects_changed(None, after.effective_of(APP)) == ({"carol"}, {"sre", "qa"})
+    assert subjects_changed(before.effective_of(APP), before.effective_of(APP)) == (set(),
+                                                                                     set())

@@ -114,7 +114,17 @@ def statuses(index: InheritanceIndex) -> dict[str, Any]:
 def test_incremental_index_equals_from_scratch_after_any_history(history: list[Event]) -> None:
     incremental = InheritanceIndex()
     for event in history:
-        incremental.apply(event)
+        before = statuses(incremental)
+        before_effective = dict(incremental.effective)
+        change = incremental.apply(event)
+        after = statuses(incremental)
+        # The change names every policy whose conditions moved, every target recomputed
+        # and every target gone: the compiler persists and publishes exactly these.
+        moved = {key for key in {*before, *after} if before.get(key) != after.get(key)}
+        assert moved <= change.policies
+        assert {t for t in {*before_effective, *incremental.effective}
+                if before_effective.get(t) != incremental.effective.get(t)} <= \
+            set(change.effective) | change.removed
     found, clusters, sets = final_state(history)
     scratch = InheritanceIndex.build(found.values(), clusters, sets)
     assert incremental.effective == scratch.effective
