@@ -166,7 +166,7 @@ def _overrides(acc: _Accumulator, block: Block, policy: str) -> None:
         acc.rules[name] = EffectiveRule(rule=rule, source=policy, block="overrides")
 
 
-def merge_policy(acc: _Accumulator, policy: CompiledAccessPolicy, *, allow_unset: bool) -> None:
+def _merge_policy(acc: _Accumulator, policy: CompiledAccessPolicy, *, allow_unset: bool) -> None:
     """Merge one policy into the accumulated policy (the RFC's "merge p1 into p2")."""
     key = policy.key
     for block in policy.blocks:
@@ -197,7 +197,7 @@ def effective_policy(target: Target, policies: Iterable[CompiledAccessPolicy], *
     ordered = lowest_first(policies)
     acc = _Accumulator()
     for policy in ordered:
-        merge_policy(acc, policy, allow_unset=allow_unset)
+        _merge_policy(acc, policy, allow_unset=allow_unset)
     # Keep a fate only for rules that did not end up held by their policy.
     fates: dict[str, dict[str, Fate]] = {}
     for policy_key, notes in acc.fates.items():

@@ -168,7 +168,7 @@ _json_values = st.recursive(
     max_leaves=30)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(spec=st.dictionaries(
     st.sampled_from(["targetRef", "rules", "defaults", "overrides", "unset", "x"]),
     _json_values, max_size=5),

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 
 from clearance_core import hierarchy
+from clearance_core.accesspolicy import CompiledAccessPolicy
 from clearance_core.errors import BadRequest
 from clearance_core.hierarchy import FLEET
 from clearance_core.inherit_index import (
@@ -17,6 +19,7 @@ from clearance_core.inherit_index import (
     PolicyApplied,
     PolicyRemoved,
 )
+from clearance_core.merge import EffectivePolicy
 from clearance_core.simulate import simulate
 from tests.unit.accesspolicies import (
     CLUSTERSET_LABEL,
@@ -174,3 +177,14 @@ def test_simulate_delete_and_apply_of_an_invalid_policy_withdraw_it() -> None:
     assert after[0].reason == "Invalid" and "does not compile" in after[0].message
     with pytest.raises(BadRequest):
         simulate(index, {"metadata": {}}, "apply")
+
+
+def test_compiled_policies_and_effective_policies_survive_the_store(
+        index: InheritanceIndex) -> None:
+    # The compiler stores both msgpack-encoded and the decision service reads them back.
+    for policy in index.policies.values():
+        stored = msgspec.msgpack.encode(policy)
+        assert msgspec.msgpack.decode(stored, type=CompiledAccessPolicy) == policy
+    for eff in index.effective.values():
+        stored = msgspec.msgpack.encode(eff)
+        assert msgspec.msgpack.decode(stored, type=EffectivePolicy) == eff
