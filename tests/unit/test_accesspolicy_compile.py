@@ -184,7 +184,7 @@ def test_arbitrary_objects_compile_or_are_invalid_never_anything_else(
     msgspec.msgpack.encode(compiled)  # what the compiler stores
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(rules=st.dictionaries(st.text(min_size=1, max_size=5), _json_values, max_size=4),
        when=st.sampled_from([None, "size(self.rules) > 0", "'a' in self.unset",
                              "self.rules.a.effect == 'Deny'"]))
