@@ -1,0 +1,294 @@
+"""The effective policy of every materialised target, kept current event by event.
+
+:class:`InheritanceIndex` is pure and in memory: the compiler owns one, feeds it every
+event that can move a target's effective policy, and persists what :meth:`apply` reports.
+
+* :meth:`affected` (no mutation) names the targets an event touches: a Fleet policy every
+  target; a ClusterSet policy the set, its member clusters and their namespace targets; a
+  Cluster policy the cluster and its namespace targets; a Namespace policy that one target.
+  A ManagedCluster whose existence or (existing) cluster set changes: the cluster and its
+  namespace targets. A ManagedClusterSet appearing or vanishing: the set and its members.
+* :meth:`apply` mutates, recomputes exactly those targets and returns a :class:`Change`:
+  new effective policies, targets that vanished, and the policies whose status may have
+  moved (every policy on the path of a touched target, and the policy that changed).
+
+Namespace targets are materialised while a valid policy names them and their cluster
+exists (see :mod:`clearance_core.hierarchy`); the Fleet, every existing ClusterSet and every
+existing Cluster always are. The result never depends on the order events arrive in: it is
+the same as :meth:`build` from the final state (a property the tests check).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from clearance_core import hierarchy
+from clearance_core.accesspolicy import CompiledAccessPolicy
+from clearance_core.hierarchy import FLEET, Inventory, Target
+from clearance_core.merge import EffectivePolicy, effective_policy
+
+# Events ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PolicyApplied:
+    """A valid AccessPolicy was added or changed."""
+
+    policy: CompiledAccessPolicy
+
+
+@dataclass(frozen=True)
+class PolicyRemoved:
+    """An AccessPolicy was deleted, or became invalid (its previous version is withdrawn)."""
+
+    key: str
+
+
+@dataclass(frozen=True)
+class ClusterChanged:
+    """A ManagedCluster appeared, changed labels (``labels``) or vanished (``None``)."""
+
+    name: str
+    labels: Mapping[str, str] | None
+
+
+@dataclass(frozen=True)
+class ClusterSetChanged:
+    """A ManagedClusterSet appeared (``present``) or vanished."""
+
+    name: str
+    present: bool
+
+
+Event = PolicyApplied | PolicyRemoved | ClusterChanged | ClusterSetChanged
+
+
+@dataclass
+class Change:
+    """What one event did: recompute results to persist, targets to delete, and the
+    policies whose Accepted/Enforced conditions must be recomputed."""
+
+    effective: dict[Target, EffectivePolicy] = field(default_factory=dict)
+    removed: set[Target] = field(default_factory=set)
+    policies: set[str] = field(default_factory=set)
+
+
+class InheritanceIndex:
+    def __init__(self, *, allow_unset: bool = True) -> None:
+        self.allow_unset = allow_unset
+        self.inventory = Inventory()
+        self.policies: dict[str, CompiledAccessPolicy] = {}
+        self.effective: dict[Target, EffectivePolicy] = {FLEET: EffectivePolicy(target=FLEET)}
+        self._at: dict[Target, dict[str, CompiledAccessPolicy]] = defaultdict(dict)
+        #: cluster -> Namespace targets named by policies (whether the cluster exists or not)
+        self._namespaces: dict[str, set[Target]] = defaultdict(set)
+        #: set name -> clusters whose label names it (whether the set exists or not)
+        self._members: dict[str, set[str]] = defaultdict(set)
+
+    @classmethod
+    def build(cls, policies: Iterable[CompiledAccessPolicy],
+              clusters: Mapping[str, Mapping[str, str]], cluster_sets: Iterable[str], *,
+              allow_unset: bool = True) -> InheritanceIndex:
+        """From scratch (a restart): every materialised target computed once."""
+        index = cls(allow_unset=allow_unset)
+        index.inventory = Inventory({name: dict(labels) for name, labels in clusters.items()},
+                                    set(cluster_sets))
+        for name, labels in index.inventory.clusters.items():
+            set_name = hierarchy.labels_set(labels)
+            if set_name:
+                index._members[set_name].add(name)
+        for policy in policies:
+            index._add(policy)
+        index.effective = {}
+        for target in index.targets():
+            index.effective[target] = index.compute(target)
+        return index
+
+    def copy(self) -> InheritanceIndex:
+        """An independent copy (the values are immutable and shared); for simulations."""
+        other = InheritanceIndex(allow_unset=self.allow_unset)
+        other.inventory = self.inventory.copy()
+        other.policies = dict(self.policies)
+        other.effective = dict(self.effective)
+        for target, at in self._at.items():
+            other._at[target] = dict(at)
+        for name, targets in self._namespaces.items():
+            other._namespaces[name] = set(targets)
+        for name, members in self._members.items():
+            other._members[name] = set(members)
+        return other
+
+    # Queries ----------------------------------------------------------------------------
+
+    def materialised(self, target: Target) -> bool:
+        if target.kind == "Namespace":
+            return self.inventory.exists(target) and bool(self._at.get(target))
+        return self.inventory.exists(target)
+
+    def targets(self) -> list[Target]:
+        """Every materialised target, in listing order."""
+        found = [FLEET]
+        found += [hierarchy.cluster_set(name) for name in self.inventory.cluster_sets]
+        for name in self.inventory.clusters:
+            found.append(hierarchy.cluster(name))
+            found += [t for t in self._namespaces.get(name, ()) if self._at.get(t)]
+        return sorted(found, key=Target.sort_key)
+
+    def on_path(self, target: Target) -> list[CompiledAccessPolicy]:
+        path = self.inventory.path(target) or ()
+        return [policy for step in path for policy in self._at.get(step, {}).values()]
+
+    def compute(self, target: Target) -> EffectivePolicy:
+        """The effective policy of an existing target from the current state."""
+        return effective_policy(target, self.on_path(target), allow_unset=self.allow_unset)
+
+    def effective_of(self, target: Target) -> EffectivePolicy | None:
+        """What ``clearance.v1.effective`` answers; None for a target that does not exist.
+        A Namespace no policy names gets its cluster's rules, under its own name."""
+        found = self.effective.get(target)
+        if found is not None or not self.inventory.exists(target):
+            return found
+        source = hierarchy.derived_from(target)
+        derived = self.effective.get(source) if source is not None else None
+        return self.compute(target) if derived is None else \
+            EffectivePolicy(target=target, rules=derived.rules, unset=derived.unset,
+                            policies=derived.policies, fates=derived.fates,
+                            errors=derived.errors, unset_ignored=derived.unset_ignored)
+
+    def scope(self, target: Target) -> list[Target]:
+        """The materialised targets whose path contains ``target`` (itself included)."""
+        if not self.inventory.exists(target):
+            return []
+        if target.kind == "Fleet":
+            return self.targets()
+        if target.kind == "Namespace":
+            return [target] if self.materialised(target) else []
+        if target.kind == "ClusterSet":
+            clusters = [c for c in self._members.get(target.name, ())
+                        if self.inventory.set_of(c) == target.name]
+            found = [target]
+        else:
+            clusters, found = [target.name], []
+        for name in clusters:
+            found.append(hierarchy.cluster(name))
+            found += [t for t in self._namespaces.get(name, ()) if self._at.get(t)]
+        return sorted(found, key=Target.sort_key)
+
+    def in_scope(self, policy: CompiledAccessPolicy) -> list[EffectivePolicy]:
+        """The effective policies of every target the policy takes part in."""
+        return [self.effective[t] for t in self.scope(policy.target) if t in self.effective]
+
+    def reach(self, policy: str, rule: str | None = None) -> list[Target]:
+        """Every target whose effective policy holds that policy's rules (or that rule)."""
+        return sorted((t for t, eff in self.effective.items() if eff.holds(policy, rule)),
+                      key=Target.sort_key)
+
+    def policies_on_paths(self, targets: Iterable[Target]) -> set[str]:
+        steps = {step for t in targets for step in (self.inventory.path(t) or ())}
+        return {key for step in steps for key in self._at.get(step, {})}
+
+    # Events -----------------------------------------------------------------------------
+
+    def affected(self, event: Event) -> set[Target]:
+        """The materialised targets (before or after the event) it can change."""
+        if isinstance(event, PolicyApplied | PolicyRemoved):
+            key = event.policy.key if isinstance(event, PolicyApplied) else event.key
+            touched = set()
+            previous = self.policies.get(key)
+            if previous is not None:
+                touched.update(self.scope(previous.target))
+            if isinstance(event, PolicyApplied):
+                target = event.policy.target
+                touched.update(self.scope(target))
+                if target.kind == "Namespace" and self.inventory.exists(target):
+                    touched.add(target)  # it appears with its first policy
+            return touched
+        if isinstance(event, ClusterChanged):
+            before = self._cluster_state(event.name)
+            after = None
+            if event.labels is not None:
+                label = hierarchy.labels_set(event.labels)
+                after = label if label in self.inventory.cluster_sets else ""
+            if before == after:
+                return set()
+            return {hierarchy.cluster(event.name)} | {
+                t for t in self._namespaces.get(event.name, ()) if self._at.get(t)}
+        target = hierarchy.cluster_set(event.name)
+        if (event.name in self.inventory.cluster_sets) == event.present:
+            return set()
+        found = {target}
+        for name in self._members.get(event.name, ()):
+            if name in self.inventory.clusters:
+                found.add(hierarchy.cluster(name))
+                found.update(t for t in self._namespaces.get(name, ()) if self._at.get(t))
+        return found
+
+    def _cluster_state(self, name: str) -> str | None:
+        """None: no such cluster; "": no (existing) set; else the set on its path."""
+        if name not in self.inventory.clusters:
+            return None
+        return self.inventory.set_of(name) or ""
+
+    def apply(self, event: Event) -> Change:
+        """Mutate the index by one event and recompute what it touched."""
+        touched = self.affected(event)
+        change = Change()
+        change.policies = self.policies_on_paths(touched)
+        if isinstance(event, PolicyApplied):
+            self._remove(event.policy.key)
+            self._add(event.policy)
+            change.policies.add(event.policy.key)
+        elif isinstance(event, PolicyRemoved):
+            self._remove(event.key)
+            change.policies.add(event.key)
+        elif isinstance(event, ClusterChanged):
+            self._put_cluster(event.name, event.labels)
+        elif event.present:
+            self.inventory.cluster_sets.add(event.name)
+        else:
+            self.inventory.cluster_sets.discard(event.name)
+        change.policies |= self.policies_on_paths(touched)
+        for target in sorted(touched, key=Target.sort_key):
+            if self.materialised(target):
+                self.effective[target] = change.effective[target] = self.compute(target)
+            elif self.effective.pop(target, None) is not None:
+                change.removed.add(target)
+        return change
+
+    def _add(self, policy: CompiledAccessPolicy) -> None:
+        self.policies[policy.key] = policy
+        self._at[policy.target][policy.key] = policy
+        if policy.target.kind == "Namespace" and policy.target.cluster is not None:
+            self._namespaces[policy.target.cluster].add(policy.target)
+
+    def _remove(self, key: str) -> None:
+        policy = self.policies.pop(key, None)
+        if policy is None:
+            return
+        at = self._at.get(policy.target)
+        if at is not None:
+            at.pop(key, None)
+            if not at:
+                del self._at[policy.target]
+                cluster = policy.target.cluster
+                if policy.target.kind == "Namespace" and cluster is not None:
+                    self._namespaces[cluster].discard(policy.target)
+                    if not self._namespaces[cluster]:
+                        del self._namespaces[cluster]
+
+    def _put_cluster(self, name: str, labels: Mapping[str, str] | None) -> None:
+        old = self.inventory.clusters.get(name)
+        old_set = hierarchy.labels_set(old)
+        if old_set is not None:
+            self._members[old_set].discard(name)
+            if not self._members[old_set]:
+                del self._members[old_set]
+        if labels is None:
+            self.inventory.clusters.pop(name, None)
+            return
+        self.inventory.clusters[name] = dict(labels)
+        new_set = hierarchy.labels_set(labels)
+        if new_set is not None:
+            self._members[new_set].add(name)

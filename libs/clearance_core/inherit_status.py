@@ -1,0 +1,164 @@
+"""An AccessPolicy's RFC 0009 conditions, computed from effective policies (CONTRACT 6).
+
+* ``Accepted``: True ``Accepted``; False ``Invalid`` (with the reason) or
+  ``TargetNotFound``. A policy that is not accepted takes no part, and has no ``Enforced``
+  condition (as Kuadrant does).
+* ``Enforced``, over every target the policy takes part in (its target and every
+  materialised target below it) and every rule it sets; a rule is *overridden* on a target
+  when that target's effective policy holds no rule of that name from this policy:
+  - Unknown ``Unknown`` when one of its ``when`` conditions failed at run time anywhere;
+  - True ``Enforced`` when none is overridden anywhere (the message lists its defaults and
+    overrides);
+  - True ``PartiallyEnforced`` when some are (the message lists them and who won);
+  - False ``Overridden`` when all are (the message names the policies that won).
+  An ``unset`` that is ignored — forbidden system-wide, or naming a rule that an override
+  sets — is said in the message, whatever the reason.
+
+Messages are bounded (:data:`LIST_LIMIT` names per list) so a policy over thousands of
+targets still has a readable status.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from clearance_core.accesspolicy import CompiledAccessPolicy
+from clearance_core.inherit_index import InheritanceIndex
+from clearance_core.merge import EffectivePolicy, Fate
+from clearance_core.wire import StatusCondition
+
+LIST_LIMIT = 20
+UNSET_FORBIDDEN = "spec.unset is ignored: unset is disabled on this system " \
+                  "(CLEARANCE_ALLOW_UNSET=false)"
+
+
+def _names(items: Iterable[str]) -> str:
+    unique = sorted(set(items))
+    shown = ", ".join(unique[:LIST_LIMIT])
+    more = len(unique) - LIST_LIMIT
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def accepted(*, error: str | None = None, target_found: bool = True,
+             target: str = "") -> StatusCondition:
+    if error is not None:
+        return StatusCondition(type="Accepted", status="False", reason="Invalid",
+                               message=f"Policy is invalid: {error}")
+    if not target_found:
+        return StatusCondition(type="Accepted", status="False", reason="TargetNotFound",
+                               message=f"Policy target {target} was not found")
+    return StatusCondition(type="Accepted", status="True", reason="Accepted",
+                           message="Policy has been accepted")
+
+
+def invalid_conditions(error: str) -> list[StatusCondition]:
+    """The conditions of a policy that does not compile."""
+    return [accepted(error=error)]
+
+
+def _cause(fate: Fate) -> str:
+    if fate.kind == "unset":
+        return f"unset by {_names(fate.by)}" if fate.by else "unset"
+    if fate.kind == "when_false":
+        return "not applied because its when condition is false"
+    if fate.kind == "when_error":
+        return "not applied because its when condition failed"
+    if fate.kind == "not_applied":
+        return (f"not applied: lower policies set rules ({_names(fate.by)})" if fate.by
+                else "not applied")
+    return f"overridden by {_names(fate.by)}" if fate.by else "overridden"
+
+
+def _unset_notes(policy: CompiledAccessPolicy, scope: list[EffectivePolicy]) -> list[str]:
+    notes = []
+    if any(policy.key in eff.unset_ignored for eff in scope):
+        notes.append(UNSET_FORBIDDEN)
+    overridden: dict[str, set[str]] = defaultdict(set)
+    for eff in scope:
+        for name in policy.unset:
+            found = eff.rules.get(name)
+            if found is not None and found.block == "overrides":
+                overridden[name].add(found.source)
+    for name, sources in sorted(overridden.items()):
+        notes.append(f"unset of {name} has no effect: it is an override of {_names(sources)}")
+    return notes
+
+
+def _added(policy: CompiledAccessPolicy, names: list[str]) -> str:
+    """What the policy contributes where it is held: its defaults and its overrides."""
+    defaults = [n for n in names if policy.block_of(n) != "overrides"]
+    overrides = [n for n in names if policy.block_of(n) == "overrides"]
+    parts = []
+    if defaults:
+        parts.append(f"the following defaults have been added by {policy.key}: "
+                     f"{_names(defaults)}")
+    if overrides:
+        parts.append(f"the following overrides have been applied by {policy.key}: "
+                     f"{_names(overrides)}")
+    return "; ".join(parts)
+
+
+def enforced(policy: CompiledAccessPolicy, scope: list[EffectivePolicy]) -> StatusCondition:
+    """The Enforced condition from the effective policies of the targets in scope."""
+    key = policy.key
+    notes = _unset_notes(policy, scope)
+    errors = sorted({f"{eff.target}: {eff.errors[key]}" for eff in scope if key in eff.errors})
+    if errors:
+        shown = "; ".join(errors[:3]) + (f" and {len(errors) - 3} more" if len(errors) > 3
+                                         else "")
+        message = f"Policy has encountered some issues: a when condition failed ({shown})"
+        return StatusCondition(type="Enforced", status="Unknown", reason="Unknown",
+                               message=". ".join([message, *notes]))
+    names = policy.rule_names()
+    by_cause: dict[str, set[str]] = defaultdict(set)
+    winners: set[str] = set()
+    held_names: set[str] = set()
+    pairs = held = 0
+    for eff in scope:
+        for name in names:
+            pairs += 1
+            fate = eff.fate(key, name)
+            if fate is None:
+                held += 1
+                held_names.add(name)
+                continue
+            by_cause[_cause(fate)].add(name)
+            winners.update(fate.by)
+    added = _added(policy, [n for n in names if n in held_names])
+    causes = "; ".join(f"{_names(rules)} ({cause})" for cause, rules in sorted(by_cause.items()))
+    if held == pairs:
+        text = "Policy has been successfully enforced"
+        if added:
+            text += ". T" + added[1:]
+        elif not names:
+            text += " (it sets no rules)"
+        return StatusCondition(type="Enforced", status="True", reason="Enforced",
+                               message=". ".join([text, *notes]))
+    if held == 0:
+        who = f" by {_names(winners)}" if winners else ""
+        text = f"Policy has been overridden{who}: {causes}"
+        return StatusCondition(type="Enforced", status="False", reason="Overridden",
+                               message=". ".join([text, *notes]))
+    text = f"Policy has been partially enforced. Rules not in force everywhere: {causes}" + \
+        (f"; {added}" if added else "")
+    return StatusCondition(type="Enforced", status="True", reason="PartiallyEnforced",
+                           message=". ".join([text, *notes]))
+
+
+def policy_conditions(policy: CompiledAccessPolicy, scope: list[EffectivePolicy], *,
+                      target_found: bool) -> list[StatusCondition]:
+    """Accepted and (when accepted) Enforced for a valid policy."""
+    if not target_found:
+        return [accepted(target_found=False, target=str(policy.target))]
+    return [accepted(), enforced(policy, scope)]
+
+
+def status_of(index: InheritanceIndex, key: str) -> list[StatusCondition] | None:
+    """The conditions of a valid policy the index holds (None: it holds no such policy;
+    an invalid one has :func:`invalid_conditions`, which only the compiler can know)."""
+    policy = index.policies.get(key)
+    if policy is None:
+        return None
+    return policy_conditions(policy, index.in_scope(policy),
+                             target_found=index.inventory.exists(policy.target))

@@ -1,0 +1,235 @@
+"""The effective policy of one target: the fold of its path's policies (CONTRACT 6).
+
+Sort the policies on the target's path from lowest to highest (:meth:`precedence`
+reversed: the most specific level first; at one level the newest first, then
+``namespace/name`` descending), start from an empty policy and merge each into it:
+
+* bare ``rules`` merge as an atomic block of defaults; otherwise the ``defaults`` block,
+  then the ``overrides`` block, each seeing the result so far; then the policy's ``unset``
+  joins the accumulated ``unset`` (unless unset is forbidden: then it is recorded as
+  ignored, for the policy's status);
+* a block applies only if its ``when`` is true for ``self`` = the accumulated policy; a
+  runtime error counts as false and is recorded (the policy's Enforced becomes Unknown);
+* defaults: drop the block's rules named in the accumulated ``unset``; an empty accumulated
+  policy takes the block's rules, otherwise ``atomic`` changes nothing and ``merge`` adds
+  each rule whose name is absent;
+* overrides: ``atomic`` replaces all rules by the block's, ``merge`` sets each by name;
+  ``unset`` never removes an override (it only filters defaults as they arrive).
+
+Every effective rule keeps its provenance (source policy and block). The fold also keeps,
+for every rule of every policy on the path that did not end up in the result, why not
+(:class:`Fate`): that is what the policies' Enforced conditions are computed from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Literal
+
+import msgspec
+
+from clearance_core import conditions
+from clearance_core.accesspolicy import AccessRule, Block, BlockKind, CompiledAccessPolicy
+from clearance_core.hierarchy import Target
+
+FateKind = Literal["overridden", "unset", "not_applied", "when_false", "when_error"]
+
+
+class EffectiveRule(msgspec.Struct, frozen=True, kw_only=True):
+    rule: AccessRule
+    source: str  # namespace/name of the policy it came from
+    block: BlockKind
+
+    def wire(self) -> dict[str, Any]:
+        """The contract's ``{"rule": AccessRule as written, "source", "block"}``."""
+        return {"rule": self.rule.raw, "source": self.source, "block": self.block}
+
+
+class Fate(msgspec.Struct, frozen=True, kw_only=True):
+    """Why a policy's rule is not in a target's effective policy, and who won."""
+
+    kind: FateKind
+    by: tuple[str, ...] = ()
+
+
+class EffectivePolicy(msgspec.Struct, frozen=True, kw_only=True):
+    target: Target
+    rules: dict[str, EffectiveRule] = {}
+    unset: tuple[str, ...] = ()
+    #: The policies on the path that took part, highest first (the contract's order).
+    policies: tuple[str, ...] = ()
+    #: policy -> rule name -> why that rule of the policy is not held here.
+    fates: dict[str, dict[str, Fate]] = {}
+    #: policy -> the runtime error of one of its ``when`` conditions here.
+    errors: dict[str, str] = {}
+    #: Policies whose ``unset`` was ignored because unset is forbidden system-wide.
+    unset_ignored: tuple[str, ...] = ()
+
+    @property
+    def affected_by(self) -> list[str]:
+        """The policies that contributed a rule, in path order (highest first)."""
+        sources = {rule.source for rule in self.rules.values()}
+        return [key for key in self.policies if key in sources]
+
+    def holds(self, policy: str, rule: str | None = None) -> bool:
+        """Whether this target enforces the policy's rules (any of them) or that rule."""
+        if rule is not None:
+            found = self.rules.get(rule)
+            return found is not None and found.source == policy
+        return any(found.source == policy for found in self.rules.values())
+
+    def fate(self, policy: str, rule: str) -> Fate | None:
+        """None when the rule of that policy is held here; else why it is not."""
+        found = self.rules.get(rule)
+        if found is not None:
+            if found.source == policy:
+                return None
+            return Fate(kind="overridden", by=(found.source,))
+        return self.fates.get(policy, {}).get(rule, Fate(kind="overridden"))
+
+    def wire(self) -> dict[str, Any]:
+        """The ``clearance.v1.effective`` reply body (without revision/request_id)."""
+        return {"target": msgspec.to_builtins(self.target),
+                "rules": {name: rule.wire() for name, rule in sorted(self.rules.items())},
+                "policies": list(self.policies), "affected_by": self.affected_by}
+
+
+class _Accumulator:
+    """The effective policy being built, plus the bookkeeping for statuses."""
+
+    def __init__(self) -> None:
+        self.rules: dict[str, EffectiveRule] = {}
+        self.unset: dict[str, str] = {}  # rule name -> the policy that unset it first
+        self.fates: dict[str, dict[str, Fate]] = {}
+        self.errors: dict[str, str] = {}
+        self.unset_ignored: list[str] = []
+
+    def self_value(self) -> dict[str, Any]:
+        return {"rules": {name: rule.rule.raw for name, rule in self.rules.items()},
+                "unset": list(self.unset)}
+
+    def note(self, policy: str, rule: str, kind: FateKind, by: Iterable[str] = ()) -> None:
+        self.fates.setdefault(policy, {})[rule] = Fate(kind=kind, by=tuple(by))
+
+    def sources(self) -> tuple[str, ...]:
+        return tuple(sorted({rule.source for rule in self.rules.values()}))
+
+
+def _applies(acc: _Accumulator, block: Block, policy: str) -> bool:
+    if block.when is None:
+        return True
+    result, error = conditions.evaluate(block.when, acc.self_value())
+    if error is not None:
+        acc.errors.setdefault(policy, f"spec.{block.kind}.when: {error}")
+    if not result:
+        kind: FateKind = "when_error" if error is not None else "when_false"
+        for name in block.rules:
+            acc.note(policy, name, kind)
+    return result
+
+
+def _defaults(acc: _Accumulator, block: Block, policy: str) -> None:
+    rules = {}
+    for name, rule in block.rules.items():
+        if name in acc.unset:
+            acc.note(policy, name, "unset", (acc.unset[name],))
+        else:
+            rules[name] = rule
+    if not acc.rules:
+        acc.rules = {name: EffectiveRule(rule=rule, source=policy, block=block.kind)
+                     for name, rule in rules.items()}
+        return
+    if block.strategy == "atomic":
+        lower = acc.sources()
+        for name in rules:
+            acc.note(policy, name, "not_applied", lower)
+        return
+    for name, rule in rules.items():
+        holder = acc.rules.get(name)
+        if holder is None:
+            acc.rules[name] = EffectiveRule(rule=rule, source=policy, block=block.kind)
+        else:
+            acc.note(policy, name, "overridden", (holder.source,))
+
+
+def _overrides(acc: _Accumulator, block: Block, policy: str) -> None:
+    if block.strategy == "atomic":
+        for name, replaced in acc.rules.items():
+            acc.note(replaced.source, name, "overridden", (policy,))
+        acc.rules = {}
+    else:
+        for name in block.rules:
+            holder = acc.rules.get(name)
+            if holder is not None:
+                acc.note(holder.source, name, "overridden", (policy,))
+    for name, rule in block.rules.items():
+        acc.rules[name] = EffectiveRule(rule=rule, source=policy, block="overrides")
+
+
+def _merge_policy(acc: _Accumulator, policy: CompiledAccessPolicy, *, allow_unset: bool) -> None:
+    """Merge one policy into the accumulated policy (the RFC's "merge p1 into p2")."""
+    key = policy.key
+    for block in policy.blocks:
+        if not _applies(acc, block, key):
+            continue
+        if block.kind == "overrides":
+            _overrides(acc, block, key)
+        else:
+            _defaults(acc, block, key)
+    if not policy.unset:
+        return
+    if not allow_unset:
+        acc.unset_ignored.append(key)
+        return
+    for name in policy.unset:
+        acc.unset.setdefault(name, key)
+
+
+def lowest_first(policies: Iterable[CompiledAccessPolicy]) -> list[CompiledAccessPolicy]:
+    """The fold order: the reverse of precedence (each key is unique, so this is total)."""
+    return sorted(policies, key=CompiledAccessPolicy.precedence, reverse=True)
+
+
+def effective_policy(target: Target, policies: Iterable[CompiledAccessPolicy], *,
+                     allow_unset: bool = True) -> EffectivePolicy:
+    """The effective policy of ``target`` from the policies on its path (any order;
+    the caller has already left out invalid policies and those off the path)."""
+    ordered = lowest_first(policies)
+    acc = _Accumulator()
+    for policy in ordered:
+        _merge_policy(acc, policy, allow_unset=allow_unset)
+    # Keep a fate only for rules that did not end up held by their policy.
+    fates: dict[str, dict[str, Fate]] = {}
+    for policy_key, notes in acc.fates.items():
+        for name, fate in notes.items():
+            holder = acc.rules.get(name)
+            if holder is None or holder.source != policy_key:
+                fates.setdefault(policy_key, {})[name] = fate
+    return EffectivePolicy(
+        target=target,
+        rules=dict(sorted(acc.rules.items())),
+        unset=tuple(acc.unset),
+        policies=tuple(policy.key for policy in reversed(ordered)),
+        fates=fates,
+        errors=acc.errors,
+        unset_ignored=tuple(acc.unset_ignored),
+    )
+
+
+def subjects_changed(before: EffectivePolicy | None,
+                     after: EffectivePolicy | None) -> tuple[set[str], set[str]]:
+    """(users, groups) whose decisions on the target can differ between two versions of
+    its effective policy: the subjects of every rule added, removed or changed (a rule
+    only ever concerns its own subjects). Service accounts are users (their usernames)."""
+    old = before.rules if before is not None else {}
+    new = after.rules if after is not None else {}
+    users: set[str] = set()
+    groups: set[str] = set()
+    for name in {*old, *new}:
+        if old.get(name) == new.get(name):
+            continue
+        for found in (old.get(name), new.get(name)):
+            if found is not None:
+                users.update(found.rule.users, found.rule.service_accounts)
+                groups.update(found.rule.groups)
+    return users, groups

@@ -1,0 +1,112 @@
+"""What applying or deleting one AccessPolicy would change, computed without applying it.
+
+``simulate`` runs the very event the compiler would run, on a copy of the index (its
+values are immutable and shared, so the copy costs one pass over the containers), and
+compares: per target the rules ``added``, ``removed`` and ``changed`` (a different rule,
+source or block under the same name), and the policies whose conditions would move. That
+it is the same code path is the point: ``simulate(apply P)`` is, by construction and by
+test, the effective policies after applying P.
+
+A policy that does not compile simulates as what the compiler would do with it: its
+previous valid version (if any) is withdrawn, and its status becomes ``Invalid``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import msgspec
+
+from clearance_core.accesspolicy import compile_access_policy, policy_key
+from clearance_core.errors import BadRequest, InvalidObject
+from clearance_core.hierarchy import Target
+from clearance_core.inherit_index import (
+    Event,
+    InheritanceIndex,
+    PolicyApplied,
+    PolicyRemoved,
+)
+from clearance_core.inherit_status import invalid_conditions, status_of
+from clearance_core.merge import EffectivePolicy
+from clearance_core.wire import StatusCondition
+
+Operation = Literal["apply", "delete"]
+
+
+class TargetDiff(msgspec.Struct, kw_only=True):
+    target: Target
+    added: dict[str, dict[str, Any]] = {}
+    removed: list[str] = []
+    changed: dict[str, dict[str, Any]] = {}
+
+
+class StatusChange(msgspec.Struct, kw_only=True):
+    before: list[StatusCondition]
+    after: list[StatusCondition]
+
+
+class Simulation(msgspec.Struct, kw_only=True):
+    """The ``clearance.v1.effective.simulate`` reply body (without revision/request_id)."""
+
+    targets: list[TargetDiff] = []
+    status: dict[str, StatusChange] = {}
+
+
+def diff(before: EffectivePolicy | None, after: EffectivePolicy | None,
+         target: Target) -> TargetDiff | None:
+    """The rule changes from ``before`` to ``after`` (None: nothing changed)."""
+    old = {name: rule.wire() for name, rule in (before.rules if before else {}).items()}
+    new = {name: rule.wire() for name, rule in (after.rules if after else {}).items()}
+    result = TargetDiff(
+        target=target,
+        added={name: rule for name, rule in sorted(new.items()) if name not in old},
+        removed=sorted(name for name in old if name not in new),
+        changed={name: rule for name, rule in sorted(new.items())
+                 if name in old and old[name] != rule})
+    return result if result.added or result.removed or result.changed else None
+
+
+def _conditions(index: InheritanceIndex, key: str,
+                invalid: Mapping[str, str]) -> list[StatusCondition]:
+    found = status_of(index, key)
+    if found is not None:
+        return found
+    return invalid_conditions(invalid[key]) if key in invalid else []
+
+
+def simulate(index: InheritanceIndex, obj: Any, operation: Operation, *,
+             invalid: Mapping[str, str] | None = None) -> Simulation:
+    """``invalid``: the errors of policies that are currently invalid (by ``ns/name``),
+    so their status before the change is right. Raises BadRequest when ``obj`` has no
+    usable name; never mutates ``index``."""
+    key = policy_key(obj)
+    if key is None:
+        raise BadRequest("policy: metadata.name is required")
+    errors = dict(invalid or {})
+    event: Event
+    if operation == "delete":
+        event = PolicyRemoved(key)
+        errors_after = {k: v for k, v in errors.items() if k != key}
+    else:
+        errors_after = dict(errors)
+        try:
+            event = PolicyApplied(compile_access_policy(obj))
+            errors_after.pop(key, None)
+        except InvalidObject as exc:
+            event = PolicyRemoved(key)
+            errors_after[key] = exc.message
+    after = index.copy()
+    change = after.apply(event)
+    targets = []
+    for target in sorted({*change.effective, *change.removed}, key=Target.sort_key):
+        found = diff(index.effective_of(target), after.effective_of(target), target)
+        if found is not None:
+            targets.append(found)
+    status = {}
+    for policy in sorted(change.policies | {key}):
+        old = _conditions(index, policy, errors)
+        new = _conditions(after, policy, errors_after)
+        if old != new or policy == key:
+            status[policy] = StatusChange(before=old, after=new)
+    return Simulation(targets=targets, status=status)
