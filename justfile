@@ -18,6 +18,11 @@ test *args:
 bench *args:
     {{venv}}/python bench/run.py "$@"
 
+# Fuzz campaign on a running system: >= 100,000 hostile requests and >= 10,000 hostile
+# objects by default (--requests N --objects N --seed S --skip-known; --help for more).
+fuzz *args:
+    {{venv}}/python -m tests.fuzz.run "$@"
+
 # ruff, mypy --strict, import-linter layers, proto-schemas drift.
 lint:
     {{venv}}/ruff check libs services tests bench

@@ -1,0 +1,61 @@
+"""Fixtures of the fuzz suite: one running Clearance per test module.
+
+The fuzz tests are synchronous Hypothesis tests; each example drives the system through
+:class:`Driver` (its own event loop, run for the length of one burst). The system is
+``clearance run all`` in a child process on the session's real NATS and Valkey
+(``real_servers``), reset to an empty stream and store, with the example fleet loaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from tests.conftest import Servers
+from tests.fuzz.live import Goods, LiveSystem, Sentinel
+from tests.fuzz.oracle import Finding
+
+T = TypeVar("T")
+
+
+class Driver:
+    def __init__(self, system: LiveSystem) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.system = system
+        self.goods = Goods()
+        self.sentinel = Sentinel(bound=5.0)
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(coro)
+
+    def start(self) -> None:
+        self.run(self.system.start())
+        self.run(self.goods.record(self.system))
+
+    def recover(self) -> None:
+        """After a failed example: start over on empty state, so one bug does not fail
+        every later example of the module."""
+        self.run(self.system.restart())
+        self.run(self.goods.record(self.system))
+        self.sentinel = Sentinel(bound=self.sentinel.bound)
+
+    def close(self) -> None:
+        self.run(self.system.close())
+        self.loop.close()
+
+
+def report(findings: list[Finding]) -> str:
+    return "\n".join(str(f) for f in findings[:10])
+
+
+@pytest.fixture(scope="module")
+def live(real_servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Driver]:
+    workdir: Path = tmp_path_factory.mktemp("fuzz")
+    driver = Driver(LiveSystem(real_servers.nats_url, real_servers.redis_url, workdir))
+    driver.start()
+    yield driver
+    driver.close()
