@@ -27,7 +27,7 @@ class Driver:
         self.loop = asyncio.new_event_loop()
         self.system = system
         self.goods = Goods()
-        self.sentinel = Sentinel(bound=5.0)
+        self.sentinel = Sentinel(bound=3.0)
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self.loop.run_until_complete(coro)
@@ -37,11 +37,23 @@ class Driver:
         self.run(self.goods.record(self.system))
 
     def recover(self) -> None:
-        """After a failed example: start over on empty state, so one bug does not fail
-        every later example of the module."""
+        """After a failed example: start over on empty state if the system is wedged or
+        dead, so one bug does not fail every later example of the module."""
+        if self.run(self.healthy()):
+            return
         self.run(self.system.restart())
         self.run(self.goods.record(self.system))
         self.sentinel = Sentinel(bound=self.sentinel.bound)
+
+    async def healthy(self) -> bool:
+        if not self.system.alive():
+            return False
+        probe = await self.system.ask("clearance.v1.check", {
+            "principal": {"username": "fuzz-sentinel-user"}, "action": "view",
+            "resource": {"type": "cluster", "name": "prod-us-east"},
+            "min_revision": await self.system.stream_last_seq(), "timeout_ms": 1000},
+            timeout=2.0)
+        return isinstance(probe, dict) and "decision" in probe
 
     def close(self) -> None:
         self.run(self.system.close())
@@ -55,7 +67,9 @@ def report(findings: list[Finding]) -> str:
 @pytest.fixture(scope="module")
 def live(real_servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Driver]:
     workdir: Path = tmp_path_factory.mktemp("fuzz")
-    driver = Driver(LiveSystem(real_servers.nats_url, real_servers.redis_url, workdir))
+    system = LiveSystem(real_servers.nats_url, real_servers.redis_url, workdir,
+                        reply_timeout=3.0)
+    driver = Driver(system)
     driver.start()
     yield driver
     driver.close()

@@ -207,3 +207,15 @@ def hostile_body(doc: Any, rnd: random.Random, *, whole: float = 0.05, big: floa
     if rnd.random() < whole:
         return rnd.choice(WHOLE_BODIES)
     return encode(mutate(doc, rnd, big=big))
+
+
+class HostileEvent(msgspec.Struct, frozen=True):
+    """One message for the event stream: its subject and raw body."""
+
+    kind: str
+    subject: str
+    body: bytes
+
+    def __repr__(self) -> str:
+        shown = self.body if len(self.body) <= 300 else self.body[:300] + b"..."
+        return f"HostileEvent({self.subject!r}, {shown!r}, {len(self.body)} bytes)"

@@ -37,11 +37,11 @@ from hypothesis import strategies as st
 from clearance_core.wire import REQUESTS
 from clearance_runtime import servers
 from tests.fuzz import known_bugs
+from tests.fuzz.hostile import HostileEvent
 from tests.fuzz.live import Goods, LiveSystem, Sentinel, event_burst, request_burst
 from tests.fuzz.oracle import BAD, Finding, Tally
 from tests.fuzz.strategies import (
     EVENT_KINDS,
-    HostileEvent,
     hostile_event,
     hostile_request,
     valid_objects,
@@ -227,7 +227,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         help="chance that a hostile edit is a large value (1 MB, deep)")
     parser.add_argument("--bound", type=float, default=5.0,
                         help="seconds a sentinel policy may take to take effect")
-    parser.add_argument("--max-restarts", type=int, default=25,
+    parser.add_argument("--max-restarts", type=int, default=200,
                         help="stop the event phase after this many stalls")
     parser.add_argument("--skip-known", action="store_true",
                         help="leave out inputs of the bugs listed in tests/fuzz/known_bugs.py")

@@ -29,6 +29,7 @@ from hypothesis.internal.conjecture import utils as _conjecture
 from clearance_core.kinds import KINDS
 from clearance_core.wire import REQUESTS
 from tests.fuzz import hostile
+from tests.fuzz.hostile import HostileEvent
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = ROOT / "deploy" / "crds"
@@ -298,18 +299,6 @@ def object_bodies(kind: str) -> st.SearchStrategy[dict[str, Any]]:
 def valid_objects(kind: str) -> st.SearchStrategy[dict[str, Any]]:
     return st.tuples(object_bodies(kind), st.randoms(use_true_random=False)).map(
         lambda t: shape_object(kind, ground(t[0], t[1], rate=0.3), t[1]))
-
-
-class HostileEvent(msgspec.Struct, frozen=True):
-    """One message for the event stream: its subject and raw body."""
-
-    kind: str
-    subject: str
-    body: bytes
-
-    def __repr__(self) -> str:
-        shown = self.body if len(self.body) <= 300 else self.body[:300] + b"..."
-        return f"HostileEvent({self.subject!r}, {shown!r}, {len(self.body)} bytes)"
 
 
 def hostile_event(kind: str, obj: dict[str, Any], rnd: random.Random, *, big: float = 0.03,

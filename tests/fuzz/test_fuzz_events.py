@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 
 from tests.fuzz import known_bugs
 from tests.fuzz.conftest import Driver, report
+from tests.fuzz.hostile import HostileEvent
 from tests.fuzz.live import event_burst
 from tests.fuzz.settings import fuzz
-from tests.fuzz.strategies import EVENT_KINDS, HostileEvent, hostile_events
+from tests.fuzz.strategies import EVENT_KINDS, hostile_events
 
 pytestmark = pytest.mark.integration
 
@@ -34,7 +35,7 @@ def _fuzz_events(live: Driver, events: list[HostileEvent]) -> None:
 
 @pytest.mark.parametrize("kind", EVENT_KINDS)
 def test_hostile_objects_of_each_kind_never_stop_the_pipeline(live: Driver, kind: str) -> None:
-    @fuzz(max_examples=12)
+    @fuzz(max_examples=6)
     @given(st.lists(hostile_events((kind,)), min_size=1, max_size=6))
     def burst(events: list[HostileEvent]) -> None:
         _fuzz_events(live, events)
@@ -43,7 +44,7 @@ def test_hostile_objects_of_each_kind_never_stop_the_pipeline(live: Driver, kind
 
 
 def test_hostile_objects_of_all_kinds_interleaved_never_stop_the_pipeline(live: Driver) -> None:
-    @fuzz(max_examples=40)
+    @fuzz(max_examples=20)
     @given(st.lists(hostile_events(), min_size=4, max_size=12))
     def burst(events: list[HostileEvent]) -> None:
         _fuzz_events(live, events)

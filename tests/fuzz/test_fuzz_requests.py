@@ -35,7 +35,7 @@ def _fuzz_subject(live: Driver, subject: str, bodies: list[bytes]) -> None:
 
 @pytest.mark.parametrize("subject", sorted(REQUESTS))
 def test_hostile_requests_get_their_own_error_or_answer(live: Driver, subject: str) -> None:
-    @fuzz(max_examples=70)
+    @fuzz(max_examples=30)
     @given(st.lists(hostile_requests(subject), min_size=1, max_size=6))
     def burst(bodies: list[bytes]) -> None:
         _fuzz_subject(live, subject, bodies)
@@ -48,7 +48,7 @@ def test_hostile_checks_coalesced_with_good_ones_do_not_change_their_answers(
     # Many checks at once: the decision service answers every check that arrived in one
     # event-loop iteration together (one task, one MGET), so hostile and good checks share
     # a batch here.
-    @fuzz(max_examples=40)
+    @fuzz(max_examples=12)
     @given(st.lists(hostile_requests(SUBJECT_CHECK), min_size=10, max_size=30))
     def burst(bodies: list[bytes]) -> None:
         _fuzz_subject(live, SUBJECT_CHECK, bodies)

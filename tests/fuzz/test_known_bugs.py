@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 from tests.fuzz.conftest import Driver, report
+from tests.fuzz.hostile import HostileEvent
 from tests.fuzz.known_bugs import KNOWN_BUGS, KnownBug
 from tests.fuzz.live import event_burst, request_burst
-from tests.fuzz.strategies import HostileEvent
 
 pytestmark = pytest.mark.integration
 
