@@ -23,11 +23,11 @@ T = TypeVar("T")
 
 
 class Driver:
-    def __init__(self, system: LiveSystem) -> None:
+    def __init__(self, system: LiveSystem, *, bound: float) -> None:
         self.loop = asyncio.new_event_loop()
         self.system = system
         self.goods = Goods()
-        self.sentinel = Sentinel(bound=3.0)
+        self.sentinel = Sentinel(bound=bound)
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self.loop.run_until_complete(coro)
@@ -65,11 +65,16 @@ def report(findings: list[Finding]) -> str:
 
 
 @pytest.fixture(scope="module")
-def live(real_servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Driver]:
+def live(request: pytest.FixtureRequest, real_servers: Servers,
+         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Driver]:
+    """The running system of one test module. ``FUZZ_TIMEOUT`` in the module (default 5 s)
+    is both how long a reply may take and how long the sentinel may take to flip —
+    generous: both take milliseconds on a healthy system."""
+    timeout = float(getattr(request.module, "FUZZ_TIMEOUT", 5.0))
     workdir: Path = tmp_path_factory.mktemp("fuzz")
     system = LiveSystem(real_servers.nats_url, real_servers.redis_url, workdir,
-                        reply_timeout=3.0)
-    driver = Driver(system)
+                        reply_timeout=timeout)
+    driver = Driver(system, bound=timeout)
     driver.start()
     yield driver
     driver.close()

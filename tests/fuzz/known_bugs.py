@@ -101,6 +101,12 @@ def _body(test: Callable[[bytes], bool]) -> Callable[[str, str, bytes], bool]:
     return lambda _t, _w, b: test(b)
 
 
+#: The embedded nats-server's max_payload (clearance_runtime.servers).
+PAYLOAD_LIMIT = 32 * 1024 * 1024
+_SAR_HEAD = (b'{"spec":{"user":"alice","resourceAttributes":{"verb":"get","resource":"pods"},'
+             b'"uid":"')
+_OVERSIZE_SAR = _SAR_HEAD + b"u" * (PAYLOAD_LIMIT - 40 - len(_SAR_HEAD)) + b'"}}'
+
 KNOWN_BUGS: list[KnownBug] = [
     KnownBug(
         id="request-invalid-utf8",
@@ -166,6 +172,16 @@ KNOWN_BUGS: list[KnownBug] = [
                  "for 2**63 ms; 1024 of them starve a subject.)",
         example=b'{"min_revision":1000000000,"timeout_ms":1' + b"0" * 400 + b"}",
         matches=_all(_on("request"), _body(lambda b: b"timeout_ms" in b and huge_int(b))),
+    ),
+    KnownBug(
+        id="oversize-reply-silence",
+        target="request", where="clearance.v1.review.subject",
+        observed="a SubjectAccessReview just under the 32 MiB payload limit is answered by "
+                 "echoing it with its status, which exceeds the limit: the publish fails "
+                 "(logged as reply_failed) and the client gets no reply at all; expected "
+                 "`bad_request` naming the limit",
+        example=_OVERSIZE_SAR,
+        matches=_all(_on("request"), _body(lambda b: len(b) > PAYLOAD_LIMIT - 4096)),
     ),
     KnownBug(
         id="event-invalid-utf8",

@@ -25,6 +25,7 @@ import asyncio
 import base64
 import json
 import random
+import signal
 import sys
 import tempfile
 import time
@@ -80,6 +81,10 @@ class Campaign:
         self.objects = 0
         self.skipped = 0
         self.restarts = 0
+        self.epoch = 0
+        self.stopped_early = False
+        self.next_report = 0
+        self.restarting = asyncio.Lock()
         self.findings = open(args.findings, "w") if args.findings else None  # noqa: SIM115
 
     def _record(self, findings: list[Finding]) -> None:
@@ -103,33 +108,51 @@ class Campaign:
         return isinstance(status, dict) and "revision" in status
 
     async def _recover(self, why: str) -> None:
-        self.restarts += 1
-        _log(f"  restarting the system on empty state ({why})")
-        await self.system.restart()
-        await self.goods.record(self.system)
+        async with self.restarting:
+            self.restarts += 1
+            self.epoch += 1
+            _log(f"  restarting the system on empty state ({why})")
+            await self.system.restart()
+            await self.goods.record(self.system)
 
     async def requests(self, docs: dict[str, list[Any]]) -> None:
-        big = self.args.big
+        """``--workers`` concurrent senders (a request that gets no reply costs its
+        deadline; the others keep going meanwhile), each with its own seeded generator."""
         step = max(self.args.requests // 10, 1)
-        next_report = step
-        while self.sent < self.args.requests:
-            subject = self.rnd.choice(SUBJECTS)
-            bodies = [hostile_request(self.rnd.choice(docs[subject]), self.rnd, big=big)
-                      for _ in range(self.rnd.randint(1, self.args.burst))]
-            bodies = [b for b in bodies if self._keep("request", subject, b)]
-            if not bodies:
-                continue
-            findings = await request_burst(self.system, subject, bodies, self.goods)
-            self.sent += len(bodies) + len(self.goods.expected)
-            self.tally.counts["requests sent"] += len(bodies) + len(self.goods.expected)
-            self._record(findings)
-            if any(f.label == "missing replies" for f in findings) and not await self._healthy():
-                self.tally.add([Finding("services died", subject, b"\n".join(bodies),
-                                        "no status reply after a burst with missing replies")])
-                await self._recover("decision service not answering")
-            if self.sent >= next_report:
-                _log(f"  requests: {self.sent:,} sent, {self.tally.bad} bad so far")
-                next_report += step
+        self.next_report = step
+
+        async def worker(index: int) -> None:
+            rnd = random.Random(self.args.seed * 1000 + index)
+            while self.sent < self.args.requests:
+                await self._request_burst(rnd, docs, step)
+
+        await asyncio.gather(*(worker(i) for i in range(self.args.workers)))
+
+    async def _request_burst(self, rnd: random.Random, docs: dict[str, list[Any]],
+                             step: int) -> None:
+        subject = rnd.choice(SUBJECTS)
+        bodies = [hostile_request(rnd.choice(docs[subject]), rnd, big=self.args.big)
+                  for _ in range(rnd.randint(1, self.args.burst))]
+        bodies = [b for b in bodies if self._keep("request", subject, b)]
+        if not bodies:
+            return
+        async with self.restarting:  # not while the system restarts
+            epoch = self.epoch
+        findings = await request_burst(self.system, subject, bodies, self.goods)
+        sent = len(bodies) + len(self.goods.expected)
+        self.sent += sent
+        self.tally.counts["requests sent"] += sent
+        if epoch != self.epoch:
+            return  # the system restarted under this burst: its findings say nothing
+        self._record(findings)
+        if any(f.label == "missing replies" for f in findings) and not await self._healthy() \
+                and epoch == self.epoch:
+            self._record([Finding("services died", subject, b"\n".join(bodies),
+                                  "no status reply after a burst with missing replies")])
+            await self._recover("decision service not answering")
+        if self.sent >= self.next_report:
+            _log(f"  requests: {self.sent:,} sent, {self.tally.bad} bad so far")
+            self.next_report += step
 
     async def events(self, objects: dict[str, list[Any]]) -> None:
         sentinel = Sentinel(bound=self.args.bound)
@@ -151,7 +174,9 @@ class Campaign:
             if any(f.label in ("pipeline stalls", "services died") for f in findings):
                 stalls += 1
                 if stalls > self.args.max_restarts:
-                    _log(f"  stopping the event phase: {stalls} stalls")
+                    _log(f"  stopping the event phase early: {stalls} stalls "
+                         f"(--max-restarts {self.args.max_restarts})")
+                    self.stopped_early = True
                     return
                 await self._recover("pipeline stalled")
             if self.objects >= next_report:
@@ -171,6 +196,8 @@ def table(campaign: Campaign, seconds: float) -> str:
     rows += [("restarts (after a stall or a dead service)", campaign.restarts)]
     if campaign.args.skip_known:
         rows.append(("inputs skipped as known bugs", campaign.skipped))
+    if campaign.stopped_early:
+        rows.append(("event phase stopped early (too many stalls)", 1))
     width = max(len(label) for label, _ in rows)
     lines = [f"{label:<{width}}  {value:>9,}" for label, value in rows]
     lines.append(f"{'seconds':<{width}}  {seconds:>9,.0f}")
@@ -188,7 +215,8 @@ async def main(args: argparse.Namespace) -> int:
         valkey_srv, redis_url = servers.valkey_server(root / "valkey", persist=False)
         nats_srv.start()
         valkey_srv.start()
-        system = LiveSystem(nats_url, redis_url, root / "clearance")
+        system = LiveSystem(nats_url, redis_url, root / "clearance",
+                            reply_timeout=args.reply_timeout)
         campaign = Campaign(args, system)
         try:
             await system.start()
@@ -222,12 +250,18 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--corpus", type=int, default=80,
                         help="schema-valid documents drawn per subject and per kind")
     parser.add_argument("--burst", type=int, default=24, help="hostile requests per burst")
+    parser.add_argument("--workers", type=int, default=8,
+                        help="request bursts in flight at once (a neighbour failure is then "
+                             "attributed to its own burst, though a concurrent one may share "
+                             "its batch)")
+    parser.add_argument("--reply-timeout", type=float, default=3.0,
+                        help="seconds a request may take before it counts as unanswered")
     parser.add_argument("--event-burst", type=int, default=20, help="hostile objects per burst")
     parser.add_argument("--big", type=float, default=0.004,
                         help="chance that a hostile edit is a large value (1 MB, deep)")
     parser.add_argument("--bound", type=float, default=5.0,
                         help="seconds a sentinel policy may take to take effect")
-    parser.add_argument("--max-restarts", type=int, default=200,
+    parser.add_argument("--max-restarts", type=int, default=25,
                         help="stop the event phase after this many stalls")
     parser.add_argument("--skip-known", action="store_true",
                         help="leave out inputs of the bugs listed in tests/fuzz/known_bugs.py")
@@ -237,5 +271,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+async def _main_until_signalled(args: argparse.Namespace) -> int:
+    """SIGTERM, like Ctrl-C, stops the campaign cleanly (servers and services stopped)."""
+    task = asyncio.current_task()
+    assert task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    return await main(args)
+
+
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(parse(sys.argv[1:]))))
+    sys.exit(asyncio.run(_main_until_signalled(parse(sys.argv[1:]))))
