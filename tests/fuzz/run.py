@@ -254,7 +254,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         help="request bursts in flight at once (a neighbour failure is then "
                              "attributed to its own burst, though a concurrent one may share "
                              "its batch)")
-    parser.add_argument("--reply-timeout", type=float, default=3.0,
+    parser.add_argument("--reply-timeout", type=float, default=5.0,
                         help="seconds a request may take before it counts as unanswered")
     parser.add_argument("--event-burst", type=int, default=20, help="hostile objects per burst")
     parser.add_argument("--big", type=float, default=0.004,

@@ -168,8 +168,12 @@ def tighten(schema: Any, *, max_items: int = 3) -> Any:
         return [tighten(s, max_items=max_items) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    out = {k: tighten(v, max_items=max_items) for k, v in schema.items()
-           if k not in ("default", "description", "title", "format")}
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "properties":  # property names, not keywords: keep them all
+            out[key] = {name: tighten(sub, max_items=max_items) for name, sub in value.items()}
+        elif key not in ("default", "description", "title", "format"):
+            out[key] = tighten(value, max_items=max_items)
     if schema.get("format") == "date-time":
         out["format"] = "date-time"
     if "properties" in out and "additionalProperties" not in out:
@@ -207,10 +211,17 @@ def crd_spec_schemas() -> dict[str, dict[str, Any]]:
     return found
 
 
+#: Fields whose values are enumerations: left as generated (a random name there would
+#: only ever be a ``bad_request``; the mutator still plants hostile values in them).
+ENUM_FIELDS = frozenset({"action", "effect", "visibility", "default", "strategy", "function",
+                         "operator", "selectorType"})
+
+
 def ground(doc: Any, rnd: random.Random, *, rate: float = 0.5) -> Any:
     """Swap about ``rate`` of the string values for names the fleet knows."""
     if isinstance(doc, dict):
-        return {k: ground(v, rnd, rate=rate) for k, v in doc.items()}
+        return {k: v if k in ENUM_FIELDS else ground(v, rnd, rate=rate)
+                for k, v in doc.items()}
     if isinstance(doc, list):
         return [ground(v, rnd, rate=rate) for v in doc]
     if isinstance(doc, str) and rnd.random() < rate:
