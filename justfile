@@ -22,6 +22,11 @@ bench *args:
 soak *args:
     {{venv}}/python bench/soak.py "$@"
 
+# Fuzz campaign on a running system: >= 100,000 hostile requests and >= 10,000 hostile
+# objects by default (--requests N --objects N --seed S --skip-known; --help for more).
+fuzz *args:
+    {{venv}}/python -m tests.fuzz.run "$@"
+
 # ruff, mypy --strict, import-linter layers, proto-schemas drift.
 lint:
     {{venv}}/ruff check libs services tests bench
