@@ -50,7 +50,7 @@ def request_id_of(body: bytes) -> str | None:
     """The request's ``request_id``, or None; never raises (it runs on error paths)."""
     try:
         value = _request_id(body).request_id
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeError):
         return None
     return value if isinstance(value, str) else None
 
@@ -75,6 +75,8 @@ def decode_request(decoder: msgspec.json.Decoder[T], body: bytes) -> T:
         raise BadRequest(f"request is not valid JSON: {exc}") from None
     except RecursionError:  # not expected past nesting_exceeds; fail as a bad request
         raise BadRequest(f"request nests deeper than the limit of {MAX_DEPTH} levels") from None
+    except UnicodeError:  # msgspec reports invalid UTF-8 in a string this way
+        raise BadRequest("request is not valid UTF-8") from None
 
 
 async def reply_to(subject: str, handler: Handler, body: bytes) -> tuple[bytes, str]:

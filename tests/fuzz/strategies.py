@@ -26,7 +26,7 @@ import yaml
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture import utils as _conjecture
 
-from clearance_core.kinds import KINDS
+from clearance_core.registry import WATCHED as KINDS
 from clearance_core.wire import REQUESTS
 from tests.fuzz import hostile
 from tests.fuzz.hostile import HostileEvent
