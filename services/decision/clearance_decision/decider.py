@@ -34,11 +34,11 @@ _decode_result = msgspec.msgpack.Decoder(CheckResult).decode
 
 def result_of(decision: Decision) -> CheckResult:
     return CheckResult(
-        decision=decision.decision,  # type: ignore[arg-type]
+        decision=decision.decision,
         allowed=decision.decision in ("allow", "partial"),
         reason=decision.reason,
         policy=decision.policy,
-        permissions=list(decision.permissions),  # type: ignore[arg-type]
+        permissions=list(decision.permissions),
         filters=decision.filters,
         cached=False,
         trace=decision.outcome.trace,

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from clearance_core.evaluate import candidates, evaluate_cluster, matched_by, skip_reason
 from clearance_core.principal import Identity, identity_of, service_account_groups
 from clearance_core.resources import check_principal
-from clearance_core.wire import ClusterPermissions, PolicySummary, Principal
+from clearance_core.wire import Action, ClusterPermissions, PolicySummary, Principal
 from clearance_runtime.snapshot import Snapshot, SnapshotReader
 
-ACTIONS = ("view", "view_metrics")
+ACTIONS: tuple[Action, ...] = ("view", "view_metrics")
 
 
 async def principal_snapshot(
@@ -46,7 +46,7 @@ def permissions(snapshot: Snapshot, identity: Identity) -> dict[str, ClusterPerm
         ]
         out[cluster] = ClusterPermissions(
             decision="allow" if "view" in granted else "deny",
-            permissions=granted,  # type: ignore[arg-type]
+            permissions=granted,
         )
     return out
 
