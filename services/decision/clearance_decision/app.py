@@ -63,12 +63,11 @@ from clearance_decision import views
 from clearance_decision.decider import Decider
 from clearance_decision.lists import Lists
 from clearance_decision.reviews import Reviews
-from clearance_runtime import health, keys, logs
+from clearance_runtime import health, logs
 from clearance_runtime.cache import DecisionCache
+from clearance_runtime.reads import Reads
 from clearance_runtime.responder import Responder, decode_request, reply_to
 from clearance_runtime.settings import Settings
-from clearance_runtime.snapshot import SnapshotReader
-from clearance_runtime.state import StateStore, decode_policy
 
 log = logs.get(__name__)
 In = TypeVar("In")
@@ -119,11 +118,10 @@ class DecisionService:
         self._nc = nc
         self._r = redis
         self._cache = DecisionCache(redis, ttl_seconds=settings.decision_cache_ttl)
-        self._reader = SnapshotReader(redis)
-        self._decider = Decider(self._reader, self._cache)
-        self._lists = Lists(redis, self._reader)
-        self._reviews = Reviews(redis)
-        self._store = StateStore(redis)
+        self._reads = Reads(redis)
+        self._decider = Decider(self._reads, self._cache)
+        self._lists = Lists(self._reads)
+        self._reviews = Reviews(self._reads)
         self._responder = Responder(nc, queue=QUEUE)
         self._revision = 0
 
@@ -137,8 +135,8 @@ class DecisionService:
         # Always asked of Redis (one GET): a flushed store being rebuilt must not be
         # mistaken for one that already reached the revision.
         if request.min_revision is not None:
-            self._revision = await health.wait_for(self._r, request.min_revision,
-                                                   request.timeout_ms)
+            self._revision = await self._reads.wait_for(request.min_revision,
+                                                        request.timeout_ms)
 
     async def check(self, body: bytes) -> bytes:
         request = await self._read(_check, body)
@@ -217,34 +215,30 @@ class DecisionService:
                 request.principal, request.checks, explain=request.explain
             )
         else:
-            revision = await health.revision(self._r)
+            revision = await self._reads.revision()
         reply = BatchReply(results=results, revision=revision)
         return _with_id(reply, request.request_id)
 
     async def status(self, body: bytes) -> bytes:
         request = await self._read(_status, body)
-        await self.flush_stats()
-        async with self._r.pipeline(transaction=False) as pipe:
-            pipe.get(keys.INVALIDATED_REV)
-            pipe.hlen(keys.POLICIES)
-            pipe.hmget(keys.STATS, ["hits", "misses"])
-            revision_raw, policies, (hits, misses) = await pipe.execute()
+        await self._cache.flush_stats()
+        counts = await self._reads.counts()
         reply = StatusReply(
-            revision=int(revision_raw or 0),
+            revision=counts.revision,
             services={
                 name: ServiceStatus(revision=rev, healthy=ok)
-                for name, (rev, ok) in (await health.services(self._r)).items()
+                for name, (rev, ok) in (await self._reads.services()).items()
             },
-            policies=int(policies),
-            cache=CacheStatus(entries=await self._cache.entries(), hits=int(hits or 0),
-                              misses=int(misses or 0)),
+            policies=counts.policies,
+            cache=CacheStatus(entries=await self._cache.entries(), hits=counts.hits,
+                              misses=counts.misses),
         )
         return _with_id(reply, request.request_id)
 
     async def permissions(self, body: bytes) -> bytes:
         request = await self._read(_principal_request, body)
         snapshot, identity = await views.principal_snapshot(
-            self._reader, request.principal, clusters=None)
+            self._reads, request.principal, clusters=None)
         reply = PermissionsReply(clusters=views.permissions(snapshot, identity),
                                  revision=snapshot.revision)
         return _with_id(reply, request.request_id)
@@ -252,7 +246,7 @@ class DecisionService:
     async def policies(self, body: bytes) -> bytes:
         request = await self._read(_principal_request, body)
         snapshot, identity = await views.principal_snapshot(
-            self._reader, request.principal, clusters=[])
+            self._reads, request.principal, clusters=[])
         reply = PoliciesReply(policies=views.policies(snapshot, identity),
                               revision=snapshot.revision)
         return _with_id(reply, request.request_id)
@@ -261,7 +255,7 @@ class DecisionService:
         request = await self._read(_cache_clear, body)
         digest = None if request.principal is None else principal_digest(request.principal)
         cleared = await self._cache.clear(digest)
-        reply = CacheClearReply(cleared=cleared, revision=await health.revision(self._r))
+        reply = CacheClearReply(cleared=cleared, revision=await self._reads.revision())
         return _with_id(reply, request.request_id)
 
     async def filter(self, body: bytes) -> bytes:
@@ -302,22 +296,12 @@ class DecisionService:
             raise BadRequest(f"kind {request.kind!r}: this version serves the status of "
                              "MonitorAccessPolicy objects")
         key = f"{request.namespace}/{request.name}"
-        async with self._r.pipeline(transaction=True) as pipe:
-            pipe.hget(keys.POLICIES, key)
-            pipe.get(keys.INVALIDATED_REV)
-            blob, revision = await pipe.execute()
-        if not blob:
+        policy, revision = await self._reads.policy(key)
+        if policy is None:
             raise NotFound(f"MonitorAccessPolicy {key} not found")
-        reply = status_of(decode_policy(blob), await self._store.sources(),
-                                     now=time.time(), revision=int(revision or 0))
+        reply = status_of(policy, await self._reads.sources(), now=time.time(),
+                          revision=revision)
         return _with_id(reply, request.request_id)
-
-    async def flush_stats(self) -> None:
-        hits, misses = self._cache.hits, self._cache.misses
-        if hits or misses:
-            self._cache.hits = self._cache.misses = 0
-            await self._r.hincrby(keys.STATS, "hits", hits)
-            await self._r.hincrby(keys.STATS, "misses", misses)
 
     async def run(self) -> None:
         await self._responder.serve_many(SUBJECT_CHECK, _guarded(self.check_many))
@@ -343,8 +327,8 @@ class DecisionService:
         try:
             while True:
                 try:
-                    self._revision = max(self._revision, await health.revision(self._r))
-                    await self.flush_stats()
+                    self._revision = max(self._revision, await self._reads.revision())
+                    await self._cache.flush_stats()
                     await health.beat(self._r, "decision", self._revision)
                 except redis.exceptions.RedisError as exc:
                     log.warning("heartbeat_failed", error=str(exc))

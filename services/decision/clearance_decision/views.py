@@ -11,26 +11,20 @@ import time
 from collections.abc import Sequence
 
 from clearance_core.evaluate import candidates, evaluate_cluster, matched_by, skip_reason
-from clearance_core.principal import Identity, identity_of, service_account_groups
+from clearance_core.principal import Identity
 from clearance_core.resources import check_principal
 from clearance_core.wire import Action, ClusterPermissions, PolicySummary, Principal
-from clearance_runtime.snapshot import Snapshot, SnapshotReader
+from clearance_runtime.reads import Reads, Snapshot
 
 ACTIONS: tuple[Action, ...] = ("view", "view_metrics")
 
 
 async def principal_snapshot(
-    reader: SnapshotReader, principal: Principal, *, clusters: Sequence[str] | None
+    reads: Reads, principal: Principal, *, clusters: Sequence[str] | None
 ) -> tuple[Snapshot, Identity]:
-    """``clusters=None``: the whole inventory."""
+    """A usable principal's snapshot and identity; ``clusters=None``: the whole inventory."""
     check_principal(principal)
-    snapshot = await reader.read(
-        username=principal.username,
-        email=principal.email,
-        groups=[*principal.groups, *service_account_groups(principal.username)],
-        clusters=clusters,
-    )
-    return snapshot, identity_of(principal, snapshot.member_of)
+    return await reads.snapshot(principal, clusters=clusters)
 
 
 def permissions(snapshot: Snapshot, identity: Identity) -> dict[str, ClusterPermissions]:
