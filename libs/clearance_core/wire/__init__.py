@@ -81,7 +81,9 @@ from clearance_core.wire.reviews import (
     SqlWhere,
     Star,
     SubjectAccessReview,
+    SubjectAccessReviewReply,
     SubjectAccessReviewSpec,
+    SubjectAccessReviewStatus,
 )
 
 # Subjects -----------------------------------------------------------------------------
@@ -105,7 +107,8 @@ SUBJECT_CACHE_CLEAR = "clearance.v1.cache.clear"
 SUBJECT_POLICY_STATUS = "clearance.v1.policy-status"
 SUBJECT_DECISIONS_CHANGED = "clearance.decisions.changed"
 
-#: Every request Struct with the subject it is served on (used by the schema generator).
+#: Every request/reply subject with its request and reply Structs: the decision service's
+#: route table and the schema generator are both generated from it.
 REQUESTS: dict[str, tuple[type[msgspec.Struct], type[msgspec.Struct]]] = {
     SUBJECT_CHECK: (CheckRequest, CheckResult),
     SUBJECT_BATCH: (BatchRequest, BatchReply),
@@ -113,7 +116,7 @@ REQUESTS: dict[str, tuple[type[msgspec.Struct], type[msgspec.Struct]]] = {
     SUBJECT_FILTER: (FilterRequest, FilterReply),
     SUBJECT_METRICS: (MetricsRequest, MetricsReply),
     SUBJECT_CUSTOM_TYPES: (CustomTypesRequest, CustomTypesReply),
-    SUBJECT_REVIEW_SUBJECT: (SubjectAccessReview, SubjectAccessReview),
+    SUBJECT_REVIEW_SUBJECT: (SubjectAccessReview, SubjectAccessReviewReply),
     SUBJECT_REVIEW_RULES: (RulesReviewRequest, RulesReviewReply),
     SUBJECT_REVIEW_RESOURCE: (ResourceReviewRequest, ResourceReviewReply),
     SUBJECT_SEARCH_FILTER: (SearchFilterRequest, SearchFilterReply),
@@ -203,6 +206,8 @@ __all__ = [
     "StatusRequest",
     "StepOutcome",
     "SubjectAccessReview",
+    "SubjectAccessReviewReply",
     "SubjectAccessReviewSpec",
+    "SubjectAccessReviewStatus",
     "TraceStep",
 ]
