@@ -12,6 +12,9 @@ service names no key and calls no Redis method; keys come from :mod:`.keys`.
   how RBAC is stored;
 - the system revision (and waiting for one), service health, status counters, a
   policy with its revision, MetricSources and the cluster inventory.
+
+A read that fails because the store is unreachable raises one of ``STORE_OUTAGES``; the
+decision service answers it with :func:`unavailable`.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from typing import Any, NamedTuple
 
 import msgspec
 import redis.asyncio as aioredis
+import redis.exceptions
 
-from clearance_core.errors import InvalidObject
+from clearance_core.errors import InvalidObject, Unavailable
 from clearance_core.metricsource import CompiledSource
 from clearance_core.policy import CompiledPolicy
 from clearance_core.principal import Identity, effective_groups, identity_of
@@ -34,7 +38,7 @@ from clearance_runtime import health, keys, logs
 from clearance_runtime.snapshot import Snapshot, SnapshotReader
 from clearance_runtime.state import decode_policy, decode_source
 
-__all__ = ["Counts", "Reads", "Snapshot", "build_rbac_index"]
+__all__ = ["STORE_OUTAGES", "Counts", "Reads", "Snapshot", "build_rbac_index", "unavailable"]
 log = logs.get(__name__)
 _object = msgspec.json.Decoder(dict[str, Any])
 _labels = msgspec.json.Decoder(dict[str, str])
@@ -47,6 +51,15 @@ def _text(value: bytes | str) -> str:
 
 def _bytes(value: bytes | str) -> bytes:
     return value if isinstance(value, bytes) else value.encode()
+
+
+#: The failures that mean "the state store is unreachable": the request may be retried.
+STORE_OUTAGES = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+
+def unavailable(exc: Exception) -> Unavailable:
+    """A store outage as the request's error: ``unavailable``, never an allow."""
+    return Unavailable(f"state store unavailable: {exc}")
 
 
 class Counts(NamedTuple):

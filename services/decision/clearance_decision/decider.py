@@ -69,9 +69,11 @@ class Decider:
         return result
 
     async def decide(
-        self, principal: Principal, checks: Sequence[BatchItem], *, explain: bool
+        self, principal: Principal, checks: Sequence[BatchItem], *, explain: bool,
+        lookup: bool = True,
     ) -> tuple[int, list[CheckResult]]:
-        """(revision, one result per check in order)."""
+        """(revision, one result per check in order). ``lookup=False``: the caller just
+        missed the cache for these checks; they are evaluated without asking it again."""
         check_principal(principal)
         pkey = principal_digest(principal)
         clusters = [cluster_of(c.resource) for c in checks]
@@ -81,7 +83,7 @@ class Decider:
         ]
         results: list[CheckResult | None] = [None] * len(checks)
         revision = 0
-        if self._cache.enabled:
+        if self._cache.enabled and lookup:
             revision, blobs = await self._cache.lookup([entry_key(d) for d in digests])
             for index, blob in enumerate(blobs):
                 if blob is not None:

@@ -12,8 +12,6 @@ groups, the OpenShift Groups listing the user, and the service-account groups.
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
 from clearance_core import search
@@ -23,6 +21,7 @@ from clearance_core.rbac_index import RbacIndex
 from clearance_core.resources import check_principal
 from clearance_core.wire import (
     Principal,
+    PrincipalRequest,
     ResourceReviewReply,
     ResourceReviewRequest,
     RulesReviewReply,
@@ -32,12 +31,28 @@ from clearance_core.wire import (
     SearchFilterRequest,
     SearchPlanReply,
     SubjectAccessReview,
+    SubjectAccessReviewReply,
+    SubjectAccessReviewStatus,
 )
 from clearance_runtime.reads import Reads
 
 # A review comes back as it was sent: its members are kept as raw JSON, never rebuilt as
 # Python objects (cheap whatever the client put in them).
 _members = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_encode = msgspec.json.Encoder().encode
+
+
+def echo(reply: SubjectAccessReviewReply, body: bytes) -> bytes:
+    """The reply to a SubjectAccessReview: the request's own members, unknown ones
+    included, with ``status`` and ``revision`` set from ``reply``.
+
+    Why not the Struct as encoded: a Kubernetes client sends what it sends to an API
+    server and gets its object back; a Struct would drop every member it does not
+    declare (see ``SubjectAccessReviewReply``)."""
+    members = _members.decode(body)
+    members["status"] = msgspec.Raw(_encode(reply.status))
+    members["revision"] = msgspec.Raw(_encode(reply.revision))
+    return _encode(members)
 
 
 class Reviews:
@@ -66,13 +81,14 @@ class Reviews:
         return SearchFilterReply(items=visible, total=len(request.items), visible=len(visible),
                                  revision=await self._reads.revision())
 
-    async def search_plan(self, principal: Principal) -> SearchPlanReply:
+    async def search_plan(self, request: PrincipalRequest) -> SearchPlanReply:
+        principal = request.principal
         index, inventory, groups = await self._search_inputs(principal)
         plan = search.search_plan(index, principal.username, groups, inventory)
         return SearchPlanReply(hub=plan.hub, managed_clusters=plan.managed_clusters,
                                sql=plan.sql, revision=await self._reads.revision())
 
-    async def subject(self, body: bytes, review: SubjectAccessReview) -> dict[str, Any]:
+    async def subject(self, review: SubjectAccessReview) -> SubjectAccessReviewReply:
         spec = review.spec
         attrs: Attributes
         if spec.resource_attributes is not None and spec.non_resource_attributes is not None:
@@ -100,13 +116,12 @@ class Reviews:
                   else spec.groups)
         allowed, reason, error = (await self._reads.rbac_index()).allowed(attrs, spec.user,
                                                                            groups)
-        status: dict[str, Any] = {"allowed": allowed, "reason": reason}
+        status = SubjectAccessReviewStatus(allowed=allowed, reason=reason)
         if error:
-            status["evaluationError"] = error
-        reply: dict[str, Any] = dict(_members.decode(body))  # the same object back
-        reply["status"] = status
-        reply["revision"] = await self._reads.revision()
-        return reply
+            status.evaluation_error = error
+        return SubjectAccessReviewReply(
+            api_version=review.api_version, kind=review.kind, spec=spec, status=status,
+            revision=await self._reads.revision(), request_id=review.request_id)
 
     async def rules(self, request: RulesReviewRequest) -> RulesReviewReply:
         if not request.user:

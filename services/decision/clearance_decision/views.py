@@ -1,4 +1,5 @@
-"""Principal-wide views: permissions on every cluster, and the policies naming a principal.
+"""Principal-wide views: ``clearance.v1.permissions`` (every cluster) and
+``clearance.v1.policies`` (the policies naming a principal).
 
 Both are computed from one snapshot of the principal's candidate policies and the whole
 cluster inventory, with the same evaluator as single checks, so they can never disagree
@@ -13,7 +14,15 @@ from collections.abc import Sequence
 from clearance_core.evaluate import candidates, evaluate_cluster, matched_by, skip_reason
 from clearance_core.principal import Identity
 from clearance_core.resources import check_principal
-from clearance_core.wire import Action, ClusterPermissions, PolicySummary, Principal
+from clearance_core.wire import (
+    Action,
+    ClusterPermissions,
+    PermissionsReply,
+    PoliciesReply,
+    PolicySummary,
+    Principal,
+    PrincipalRequest,
+)
 from clearance_runtime.reads import Reads, Snapshot
 
 ACTIONS: tuple[Action, ...] = ("view", "view_metrics")
@@ -61,3 +70,19 @@ def policies(snapshot: Snapshot, identity: Identity) -> list[PolicySummary]:
             matched_by=matched_by(policy, identity) or "",
         ))
     return out
+
+
+class Views:
+    def __init__(self, reads: Reads) -> None:
+        self._reads = reads
+
+    async def permissions(self, request: PrincipalRequest) -> PermissionsReply:
+        snapshot, identity = await principal_snapshot(self._reads, request.principal,
+                                                      clusters=None)
+        return PermissionsReply(clusters=permissions(snapshot, identity),
+                                revision=snapshot.revision)
+
+    async def policies(self, request: PrincipalRequest) -> PoliciesReply:
+        snapshot, identity = await principal_snapshot(self._reads, request.principal,
+                                                      clusters=[])
+        return PoliciesReply(policies=policies(snapshot, identity), revision=snapshot.revision)
