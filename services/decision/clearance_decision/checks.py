@@ -83,11 +83,13 @@ class Checks:
         replies: list[bytes | None] = [None] * len(bodies)
         requests: list[CheckRequest | None] = [None] * len(bodies)
         fast: list[tuple[int, CheckRequest, str]] = []
+        decode, cache_key, cached = route.decode, self._decider.cache_key, self._cache.enabled
         for index, body in enumerate(bodies):
             try:
-                request = requests[index] = route.decode(body)
-                if self._cache.enabled and request.min_revision is None:
-                    fast.append((index, request, self._decider.cache_key(
+                request = decode(body)
+                requests[index] = request
+                if cached and request.min_revision is None:
+                    fast.append((index, request, cache_key(
                         request.principal,
                         BatchItem(action=request.action, resource=request.resource))))
             except Exception:  # noqa: S112 - the slow path answers it with its own error
