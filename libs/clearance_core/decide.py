@@ -25,7 +25,7 @@ from clearance_core.filters import NAMESPACED_TYPES, Item, RuleView
 from clearance_core.policy import CompiledPolicy, CompiledRule
 from clearance_core.principal import Identity
 from clearance_core.resources import plural, singular
-from clearance_core.wire import Resource
+from clearance_core.wire import Action, DecisionKind, Resource
 
 _views: dict[int, tuple[CompiledRule, RuleView]] = {}
 
@@ -43,10 +43,10 @@ def rule_view(rule: CompiledRule) -> RuleView:
 
 
 class Decision(msgspec.Struct, kw_only=True):
-    decision: str
+    decision: DecisionKind
     reason: str
     policy: str | None
-    permissions: tuple[str, ...]
+    permissions: tuple[Action, ...]
     filters: dict[str, Any] | None
     outcome: Outcome
 
@@ -72,7 +72,8 @@ def decide(
     outcome = evaluate_cluster(policies, identity, action=action, cluster=cluster,
                                labels=labels, now=now)
 
-    def made(decision: str, reason: str, filters: dict[str, Any] | None = None) -> Decision:
+    def made(decision: DecisionKind, reason: str,
+             filters: dict[str, Any] | None = None) -> Decision:
         return Decision(decision=decision, reason=reason, policy=outcome.policy,
                         permissions=outcome.permissions, filters=filters, outcome=outcome)
 

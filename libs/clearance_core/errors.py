@@ -18,9 +18,9 @@ crosses the wire: the compiler turns it into the object's status.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar
 
-ErrorCode = Literal["bad_request", "not_found", "stale", "unavailable", "internal"]
+from clearance_core.wire.common import ErrorCode
 
 
 class ClearanceError(Exception):

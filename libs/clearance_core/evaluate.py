@@ -17,14 +17,14 @@ import msgspec
 from clearance_core import patterns
 from clearance_core.policy import CompiledPolicy, CompiledRule, CompiledSelector
 from clearance_core.principal import Identity
-from clearance_core.wire import TraceStep
+from clearance_core.wire import Action, DecisionKind, StepOutcome, TraceStep
 
 
 class Outcome(msgspec.Struct, kw_only=True):
-    decision: str
+    decision: DecisionKind
     reason: str
     policy: str | None = None
-    permissions: tuple[str, ...] = ()
+    permissions: tuple[Action, ...] = ()
     rule: CompiledRule | None = None
     trace: list[TraceStep] = []
     valid_until: float | None = None
@@ -122,10 +122,10 @@ def evaluate_cluster(
     valid_until = _next_boundary(ordered, now)
     decided: Outcome | None = None
     for policy in ordered:
-        def step(outcome: str, reason: str, index: int | None = None,
+        def step(outcome: StepOutcome, reason: str, index: int | None = None,
                  field: str | None = None, policy: CompiledPolicy = policy) -> TraceStep:
             return TraceStep(policy=policy.key, priority=policy.priority, effect=policy.effect,
-                             outcome=outcome, reason=reason, rule=index,  # type: ignore[arg-type]
+                             outcome=outcome, reason=reason, rule=index,
                              selector=field)
 
         reason = skip_reason(policy, now)

@@ -36,9 +36,9 @@ from clearance_core import objects
 from clearance_core.errors import InvalidObject
 from clearance_core.resources import BUILTIN_PLURALS, plural
 from clearance_core.wildcard import NameSet, compiled
+from clearance_core.wire import DecisionKind
 
 Visibility = Literal["all", "none", "filtered"]
-TypeDecision = Literal["allow", "partial", "deny"]
 FieldValue = str | int | float | bool | None
 
 BUILTIN_TYPES = frozenset(BUILTIN_PLURALS.values())
@@ -394,7 +394,7 @@ class RuleView:
             return False, "namespace"
         return True, None
 
-    def type_decision(self, type_name: str) -> TypeDecision:
+    def type_decision(self, type_name: str) -> DecisionKind:
         """A whole-type check: deny when no item can be visible, partial when some item
         could be hidden, allow when none could."""
         kind = plural(type_name)

@@ -22,6 +22,7 @@ from clearance_core.errors import InvalidObject
 from clearance_core.filters import BUILTIN_TYPES
 from clearance_core.metricsource import CompiledSource, field_violations
 from clearance_core.policy import CompiledPolicy, compile_policy, invalid_policy
+from clearance_core.wire import PolicyState
 
 
 class Affected(msgspec.Struct, kw_only=True):
@@ -137,7 +138,7 @@ def fold_group(
     return new, affected
 
 
-def policy_state(policy: CompiledPolicy, now: float) -> tuple[str, str]:
+def policy_state(policy: CompiledPolicy, now: float) -> tuple[PolicyState, str]:
     """ClusterPulse's status ``state`` and ``message`` for a compiled policy."""
     if not policy.valid:
         return "Error", policy.error or "invalid"

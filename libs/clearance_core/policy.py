@@ -19,6 +19,7 @@ from clearance_core.errors import InvalidObject
 from clearance_core.filters import BUILTIN_TYPES, ResourceFilter, compile_filter
 from clearance_core.objects import Text
 from clearance_core.wildcard import NameSet
+from clearance_core.wire import Action
 
 Effect = Literal["Allow", "Deny"]
 DEFAULT_PRIORITY = 100  # the CRD's default when the API server has not defaulted it
@@ -101,7 +102,7 @@ class CompiledSelector(msgspec.Struct, kw_only=True, frozen=True):
 
 class CompiledRule(msgspec.Struct, kw_only=True, frozen=True):
     selector: CompiledSelector
-    permissions: tuple[str, ...]
+    permissions: tuple[Action, ...]
     filters: tuple[ResourceFilter, ...] = ()
 
 
@@ -156,11 +157,11 @@ def _compile_selector(selector: _Selector, index: int) -> CompiledSelector:
     )
 
 
-def _compile_permissions(permissions: _Permissions | None) -> tuple[str, ...]:
+def _compile_permissions(permissions: _Permissions | None) -> tuple[Action, ...]:
     # A rule with no permissions (absent, or nothing set) grants view only.
     if permissions is None or (permissions.view is None and permissions.view_metrics is None):
         return ("view",)
-    granted = []
+    granted: list[Action] = []
     if permissions.view:
         granted.append("view")
     if permissions.view_metrics:

@@ -3,6 +3,8 @@
 Effective groups = the groups the caller asserted, plus every OpenShift Group that lists
 the username or the email, plus the service-account groups for
 ``system:serviceaccount:<ns>:<name>`` usernames. ``system:authenticated`` is never added.
+:func:`effective_groups` is the one definition: checks, principal views, reviews and
+search all take their groups from it (the runtime only reads the Group memberships).
 """
 
 from __future__ import annotations
@@ -36,9 +38,15 @@ def service_account_groups(username: str) -> tuple[str, ...]:
     return ("system:serviceaccounts", f"system:serviceaccounts:{parts[0]}")
 
 
+def effective_groups(
+    username: str, given: Iterable[str], member_of: Iterable[str]
+) -> frozenset[str]:
+    """The asserted groups, the Groups listing the user (``member_of``, read from the
+    inventory for the username and the email) and the service-account groups."""
+    return frozenset((*given, *member_of, *service_account_groups(username)))
+
+
 def identity_of(principal: Principal, member_of: Iterable[str]) -> Identity:
     """``member_of``: the Groups (from the inventory) listing the username or email."""
-    groups = set(principal.groups)
-    groups.update(member_of)
-    groups.update(service_account_groups(principal.username))
-    return Identity(username=principal.username, email=principal.email, groups=frozenset(groups))
+    return Identity(username=principal.username, email=principal.email,
+                    groups=effective_groups(principal.username, principal.groups, member_of))

@@ -179,10 +179,14 @@ class RoleKey(NamedTuple):
     name: str
 
 
+RoleKind = Literal["Role", "ClusterRole"]
+BindingKind = Literal["RoleBinding", "ClusterRoleBinding"]
+
+
 class Role(msgspec.Struct, frozen=True, kw_only=True):
     """A Role (namespaced) or a ClusterRole; ``aggregation`` is None unless aggregated."""
 
-    kind: Literal["Role", "ClusterRole"]
+    kind: RoleKind
     name: str
     namespace: str = ""
     labels: dict[str, str] = {}
@@ -204,12 +208,12 @@ class Subject(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class RoleRef(msgspec.Struct, frozen=True, kw_only=True):
-    kind: Literal["Role", "ClusterRole"]
+    kind: RoleKind
     name: _Name
 
 
 class Binding(msgspec.Struct, frozen=True, kw_only=True):
-    kind: Literal["RoleBinding", "ClusterRoleBinding"]
+    kind: BindingKind
     name: str
     namespace: str = ""
     role_ref: RoleRef
@@ -274,8 +278,9 @@ def _convert(value: Any, typ: type[_T], where: str) -> _T:
         raise InvalidObject(f"{where}: {exc}") from None
 
 
-def _header(obj: Any, kinds: tuple[str, str]) -> tuple[str, str, str, dict[str, Any]]:
-    """Kind, namespace ("" for the cluster-scoped kind), name and metadata of an object."""
+def _header(obj: Any, kinds: tuple[str, str]) -> tuple[bool, str, str, dict[str, Any]]:
+    """Whether the object is of the cluster-scoped kind (``kinds[1]``), its namespace ("" for
+    that kind), name and metadata."""
     if not isinstance(obj, dict):
         raise InvalidObject("object must be a JSON object")
     kind = obj.get("kind")
@@ -291,12 +296,13 @@ def _header(obj: Any, kinds: tuple[str, str]) -> tuple[str, str, str, dict[str, 
         raise InvalidObject("metadata.name (and metadata.namespace, if any) must be strings")
     if kind == kinds[0] and not namespace:
         raise InvalidObject(f"a {kind} needs metadata.namespace")
-    return kind, namespace if kind == kinds[0] else "", name, meta
+    return kind == kinds[1], namespace if kind == kinds[0] else "", name, meta
 
 
 def parse_role(obj: Any) -> Role:
     """A Role or ClusterRole object as a :class:`Role`. Raises InvalidObject."""
-    kind, namespace, name, meta = _header(obj, ("Role", "ClusterRole"))
+    cluster_scoped, namespace, name, meta = _header(obj, ("Role", "ClusterRole"))
+    kind: RoleKind = "ClusterRole" if cluster_scoped else "Role"
     labels = _convert(meta.get("labels") or {}, dict[str, str], "metadata.labels")
     rules = _convert(obj.get("rules") or [], tuple[PolicyRule, ...], "rules")
     aggregation: tuple[LabelSelector, ...] | None = None
@@ -318,14 +324,15 @@ def parse_role(obj: Any) -> Role:
                         f"{req.operator} {'needs' if not req.values else 'takes no'} values"
                     )
     return Role(
-        kind=kind,  # type: ignore[arg-type]  # checked by _header
+        kind=kind,
         name=name, namespace=namespace, labels=labels, rules=rules, aggregation=aggregation,
     )
 
 
 def parse_binding(obj: Any) -> Binding:
     """A RoleBinding or ClusterRoleBinding object as a :class:`Binding`. Raises InvalidObject."""
-    kind, namespace, name, _ = _header(obj, ("RoleBinding", "ClusterRoleBinding"))
+    cluster_scoped, namespace, name, _ = _header(obj, ("RoleBinding", "ClusterRoleBinding"))
+    kind: BindingKind = "ClusterRoleBinding" if cluster_scoped else "RoleBinding"
     if obj.get("roleRef") is None:
         raise InvalidObject("roleRef is required")
     role_ref = _convert(obj["roleRef"], RoleRef, "roleRef")
@@ -333,6 +340,6 @@ def parse_binding(obj: Any) -> Binding:
         raise InvalidObject("a ClusterRoleBinding can only reference a ClusterRole")
     subjects = _convert(obj.get("subjects") or [], tuple[Subject, ...], "subjects")
     return Binding(
-        kind=kind,  # type: ignore[arg-type]  # checked by _header
+        kind=kind,
         name=name, namespace=namespace, role_ref=role_ref, subjects=subjects,
     )

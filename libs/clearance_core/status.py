@@ -25,7 +25,7 @@ def policy_status(
     active = StatusCondition(type="Active", status="True" if state == "Active" else "False",
                              reason=state, message=message)
     return PolicyStatus(
-        state=state,  # type: ignore[arg-type]
+        state=state,
         message=message,
         conditions=[compiled, active],
         warnings=[f"custom type {t!r} has no MetricSource"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -86,6 +86,24 @@ class Entry(msgspec.Struct, frozen=True):
     blob: bytes
     ttl_ms: int
     indexes: tuple[str, ...]
+
+
+def entry_key(digest: str) -> str:
+    """The key of the cached decision with this digest."""
+    return keys.cache_entry(digest)
+
+
+def entry_indexes(
+    names: Sequence[str], groups: Iterable[str], cluster: str, principal_digest: str
+) -> tuple[str, ...]:
+    """The index sets an entry joins: its username and email, every effective group, its
+    cluster and its principal — what the invalidator and ``cache.clear`` name."""
+    return (
+        *(keys.cache_by_user(n) for n in names),
+        *(keys.cache_by_group(g) for g in sorted(groups)),
+        keys.cache_by_cluster(cluster),
+        keys.cache_by_principal(principal_digest),
+    )
 
 
 class DecisionCache:
@@ -161,6 +179,14 @@ class DecisionCache:
             return int(await self._clear(keys=[], args=[0, "1"]))
         return int(await self._clear(keys=[keys.cache_by_principal(principal_digest)],
                                      args=[0, "0"]))
+
+    async def flush_stats(self) -> None:
+        """Add the hits and misses counted since the last flush to the shared totals."""
+        hits, misses = self.hits, self.misses
+        if hits or misses:
+            self.hits = self.misses = 0
+            await self._r.hincrby(keys.STATS, "hits", hits)
+            await self._r.hincrby(keys.STATS, "misses", misses)
 
     async def entries(self) -> int:
         now = int(time.time() * 1000)

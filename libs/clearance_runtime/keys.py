@@ -46,6 +46,8 @@ Operations:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 REV = "clr:rev"
 POLICIES = "clr:pol"
 CLUSTERS = "clr:mc"
@@ -105,3 +107,12 @@ def cache_by_principal(digest: str) -> str:
 
 def service(name: str) -> str:
     return f"clr:svc:{name}"
+
+
+def prefix(family: Callable[[str], str]) -> str:
+    """The fixed part of a key family (``prefix(member_of)`` is ``clr:memb:``), for Lua
+    scripts that append the variable part themselves: they name no key of their own."""
+    fixed = family("")
+    if family("\x00") != f"{fixed}\x00":  # the variable part must be the whole suffix
+        raise ValueError(f"{family.__name__} does not end with its variable part")
+    return fixed

@@ -1,9 +1,14 @@
-"""The decision service's view of compiled state: one consistent read per request.
+"""One consistent read of compiled state per check (used through :mod:`.reads`).
 
 A Lua script gathers, atomically, everything a decision needs for one principal: the
 compiler's revision, the Groups listing the user, the candidate policies (from the user,
 email, service-account and group indexes) and the labels of the clusters asked about.
 One round trip, and no torn read between a policy and its indexes.
+
+The script names no key of its own: every key comes from :mod:`.keys`. It is given the
+asserted and service-account groups and adds those of the Groups listing the user, only
+to find every candidate policy; the identity itself is built by
+:func:`clearance_core.principal.effective_groups` from the memberships it returns.
 """
 
 from __future__ import annotations
@@ -16,6 +21,11 @@ import redis.asyncio as aioredis
 from clearance_core.policy import CompiledPolicy
 from clearance_runtime import keys
 from clearance_runtime.state import decode_policy
+
+_MEMBER_OF = keys.prefix(keys.member_of)
+_BY_USER = keys.prefix(keys.policy_by_user)
+_BY_SA = keys.prefix(keys.policy_by_sa)
+_BY_GROUP = keys.prefix(keys.policy_by_group)
 
 _SNAPSHOT = f"""
 local crev = redis.call('GET', '{keys.REV}') or '0'
@@ -31,7 +41,7 @@ local names = {{username}}
 if email ~= '' then table.insert(names, email) end
 local member = {{}}
 for _, n in ipairs(names) do
-  for _, g in ipairs(redis.call('SMEMBERS', 'clr:memb:' .. n)) do
+  for _, g in ipairs(redis.call('SMEMBERS', '{_MEMBER_OF}' .. n)) do
     table.insert(member, g)
     if not gseen[g] then gseen[g] = true; table.insert(groups, g) end
   end
@@ -42,9 +52,9 @@ local function add(list)
     if not pseen[k] then pseen[k] = true; table.insert(pkeys, k) end
   end
 end
-for _, n in ipairs(names) do add(redis.call('SMEMBERS', 'clr:pidx:u:' .. n)) end
-add(redis.call('SMEMBERS', 'clr:pidx:sa:' .. username))
-for _, g in ipairs(groups) do add(redis.call('SMEMBERS', 'clr:pidx:g:' .. g)) end
+for _, n in ipairs(names) do add(redis.call('SMEMBERS', '{_BY_USER}' .. n)) end
+add(redis.call('SMEMBERS', '{_BY_SA}' .. username))
+for _, g in ipairs(groups) do add(redis.call('SMEMBERS', '{_BY_GROUP}' .. g)) end
 local blobs = {{}}
 if #pkeys > 0 then blobs = redis.call('HMGET', '{keys.POLICIES}', unpack(pkeys)) end
 local labels = {{}}

@@ -248,3 +248,31 @@ async def test_a_namespace_appearing_is_announced_to_the_subjects_bound_inside_i
     changed = msgspec.json.decode(msg.data)
     assert changed["principals"] == {"users": ["rita", "system:serviceaccount:shop:bot"],
                                      "groups": ["sre"]}
+
+
+async def test_a_group_listing_the_email_counts_in_searches_as_in_checks(
+        system: System) -> None:
+    """One definition of effective groups: a Group that lists a principal's email (not its
+    username) grants in search.filter and search.plan exactly as in a check."""
+    from tests.integration.harness import cluster  # noqa: PLC0415
+    from tests.unit.policies import policy  # noqa: PLC0415
+
+    system.write("rbac.yaml", *OBJECTS, group("mailers", "ann@example.com"),
+                 binding("RoleBinding", "mail-readers", ("ClusterRole", "pod-reader"),
+                         [{"kind": "Group", "name": "mailers"}], namespace="mail"),
+                 cluster("local-cluster", **{"local-cluster": "true"}),
+                 policy("mailers", groups=["mailers"], default="all"))
+    await asyncio.sleep(0.3)
+    revision = await system.settle()
+    ann = {"username": "ann", "email": "ann@example.com"}
+    pod = {"cluster": "local-cluster", "resource": "pods", "namespace": "mail", "name": "web"}
+    for principal, visible in ((ann, 1), ({"username": "ann"}, 0)):
+        check = await system.check(principal["username"], "local-cluster",
+                                   email=principal.get("email"), min_revision=revision)
+        assert check["allowed"] is bool(visible)
+        found = await system.request("clearance.v1.search.filter",
+                                     {"principal": principal, "items": [pod]})
+        assert found["visible"] == visible
+        plan = await system.request("clearance.v1.search.plan", {"principal": principal})
+        entry = {"group": "", "resource": "pods", "namespaces": ["mail"], "names": "*"}
+        assert (entry in plan["hub"]) is bool(visible)

@@ -15,6 +15,7 @@ from clearance_core.wire.common import (
     Action,
     DecisionKind,
     ErrorBody,
+    ErrorCode,
     ErrorReply,
     EventType,
     FieldValue,
@@ -34,6 +35,7 @@ from clearance_core.wire.decisions import (
     ClusterPermissions,
     PermissionsReply,
     PoliciesReply,
+    PolicyState,
     PolicyStatus,
     PolicyStatusRequest,
     PolicySummary,
@@ -42,6 +44,7 @@ from clearance_core.wire.decisions import (
     StatusCondition,
     StatusReply,
     StatusRequest,
+    StepOutcome,
     TraceStep,
 )
 from clearance_core.wire.events import (
@@ -78,7 +81,9 @@ from clearance_core.wire.reviews import (
     SqlWhere,
     Star,
     SubjectAccessReview,
+    SubjectAccessReviewReply,
     SubjectAccessReviewSpec,
+    SubjectAccessReviewStatus,
 )
 
 # Subjects -----------------------------------------------------------------------------
@@ -102,7 +107,8 @@ SUBJECT_CACHE_CLEAR = "clearance.v1.cache.clear"
 SUBJECT_POLICY_STATUS = "clearance.v1.policy-status"
 SUBJECT_DECISIONS_CHANGED = "clearance.decisions.changed"
 
-#: Every request Struct with the subject it is served on (used by the schema generator).
+#: Every request/reply subject with its request and reply Structs: the decision service's
+#: route table and the schema generator are both generated from it.
 REQUESTS: dict[str, tuple[type[msgspec.Struct], type[msgspec.Struct]]] = {
     SUBJECT_CHECK: (CheckRequest, CheckResult),
     SUBJECT_BATCH: (BatchRequest, BatchReply),
@@ -110,7 +116,7 @@ REQUESTS: dict[str, tuple[type[msgspec.Struct], type[msgspec.Struct]]] = {
     SUBJECT_FILTER: (FilterRequest, FilterReply),
     SUBJECT_METRICS: (MetricsRequest, MetricsReply),
     SUBJECT_CUSTOM_TYPES: (CustomTypesRequest, CustomTypesReply),
-    SUBJECT_REVIEW_SUBJECT: (SubjectAccessReview, SubjectAccessReview),
+    SUBJECT_REVIEW_SUBJECT: (SubjectAccessReview, SubjectAccessReviewReply),
     SUBJECT_REVIEW_RULES: (RulesReviewRequest, RulesReviewReply),
     SUBJECT_REVIEW_RESOURCE: (ResourceReviewRequest, ResourceReviewReply),
     SUBJECT_SEARCH_FILTER: (SearchFilterRequest, SearchFilterReply),
@@ -156,6 +162,7 @@ __all__ = [
     "DecisionKind",
     "DecisionsChanged",
     "ErrorBody",
+    "ErrorCode",
     "ErrorReply",
     "Event",
     "EventType",
@@ -171,6 +178,7 @@ __all__ = [
     "NonResourceAttributes",
     "PermissionsReply",
     "PoliciesReply",
+    "PolicyState",
     "PolicyStatus",
     "PolicyStatusRequest",
     "PolicySummary",
@@ -196,7 +204,10 @@ __all__ = [
     "StatusCondition",
     "StatusReply",
     "StatusRequest",
+    "StepOutcome",
     "SubjectAccessReview",
+    "SubjectAccessReviewReply",
     "SubjectAccessReviewSpec",
+    "SubjectAccessReviewStatus",
     "TraceStep",
 ]

@@ -11,6 +11,7 @@ from clearance_core.wire.limits import Groups
 Action = Literal["view", "view_metrics"]
 DecisionKind = Literal["allow", "deny", "partial"]
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+ErrorCode = Literal["bad_request", "not_found", "stale", "unavailable", "internal"]
 FieldValue = str | int | float | bool | None
 
 
@@ -47,7 +48,7 @@ class RequestBase(msgspec.Struct, kw_only=True):
 
 
 class ErrorBody(msgspec.Struct, kw_only=True):
-    code: Literal["bad_request", "not_found", "stale", "unavailable", "internal"]
+    code: ErrorCode
     message: str
 
 

@@ -9,6 +9,11 @@ import msgspec
 from clearance_core.wire.common import Action, DecisionKind, Principal, RequestBase, Resource
 from clearance_core.wire.limits import Checks
 
+#: How one candidate policy fared in an explanation (see TraceStep).
+StepOutcome = Literal["skipped", "no_match", "matched", "decided"]
+#: A MonitorAccessPolicy's state, as ClusterPulse reports it (plus Deleted, for events).
+PolicyState = Literal["Active", "Inactive", "Error", "Expired", "Deleted"]
+
 
 class CheckRequest(RequestBase, kw_only=True):
     """``clearance.v1.check``."""
@@ -94,7 +99,7 @@ class TraceStep(msgspec.Struct, kw_only=True, omit_defaults=True):
     policy: str
     priority: int
     effect: str
-    outcome: Literal["skipped", "no_match", "matched", "decided"]
+    outcome: StepOutcome
     reason: str
     rule: int | None = None
     selector: str | None = None
@@ -162,7 +167,7 @@ class PolicyStatus(msgspec.Struct, kw_only=True):
     """A MonitorAccessPolicy's status, as ClusterPulse reports it; also the body of
     ``clearance.status.monitoraccesspolicy.<namespace>.<name>`` events."""
 
-    state: Literal["Active", "Inactive", "Error", "Expired", "Deleted"]
+    state: PolicyState
     message: str
     conditions: list[StatusCondition] = []
     warnings: list[str] = []

@@ -42,6 +42,31 @@ class SubjectAccessReview(RequestBase, kw_only=True, rename={"api_version": "api
     spec: SubjectAccessReviewSpec
 
 
+class SubjectAccessReviewStatus(msgspec.Struct, kw_only=True, rename="camel"):
+    allowed: bool
+    reason: str
+    #: Bindings that apply to the subject but whose role does not exist.
+    evaluation_error: str | msgspec.UnsetType = msgspec.UNSET
+
+
+# The one reply not sent as encoded: a Kubernetes client sends what it sends to an API
+# server and gets its review back, every member (unknown ones included) as it wrote them.
+# A Struct cannot carry members it does not declare, so the decision service builds this
+# Struct and sends the request's own JSON members with ``status`` and ``revision`` set
+# from it (clearance_decision.reviews.echo). Its declared members document the reply.
+class SubjectAccessReviewReply(msgspec.Struct, kw_only=True,
+                               rename={"api_version": "apiVersion"}):
+    """``clearance.v1.review.subject``: the review exactly as it was sent (every member,
+    unknown ones included), with ``status`` and ``revision`` set."""
+
+    api_version: str = "authorization.k8s.io/v1"
+    kind: str = "SubjectAccessReview"
+    spec: SubjectAccessReviewSpec
+    status: SubjectAccessReviewStatus
+    revision: int
+    request_id: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
 class RulesReviewSpec(msgspec.Struct, kw_only=True):
     namespace: str = ""
 

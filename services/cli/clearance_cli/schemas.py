@@ -12,39 +12,40 @@ import msgspec
 
 from clearance_core import wire
 
+#: What each request/reply subject of ``wire.REQUESTS`` is for (a subject missing here
+#: fails at import: every subject served is documented).
+SUMMARIES: dict[str, str] = {
+    wire.SUBJECT_CHECK: "One access decision (allow, deny, partial) with optional explanation.",
+    wire.SUBJECT_BATCH: "Many decisions for one principal, answered in order.",
+    wire.SUBJECT_STATUS: "System revision, service health, policy count, cache statistics.",
+    wire.SUBJECT_FILTER: "The visible part of a list, in input order, with recomputed "
+                         "aggregations.",
+    wire.SUBJECT_METRICS: "Cluster metrics recomputed from the namespaces and nodes the "
+                          "principal may see.",
+    wire.SUBJECT_CUSTOM_TYPES: "Custom resource types the principal can see somewhere (or in "
+                               "one cluster).",
+    wire.SUBJECT_REVIEW_SUBJECT: "A SubjectAccessReview in; the same object with status "
+                                 "{allowed, reason, evaluationError?} out.",
+    wire.SUBJECT_REVIEW_RULES: "The RBAC rules that apply to a user in a namespace "
+                               "(SelfSubjectRulesReview shape).",
+    wire.SUBJECT_REVIEW_RESOURCE: "Who can: every user and group a binding lets do the "
+                                  "request.",
+    wire.SUBJECT_SEARCH_FILTER: "ACM search results filtered by RBAC (hub) and "
+                                "managedclusterviews (managed).",
+    wire.SUBJECT_SEARCH_PLAN: "The same rules as a query plan with SQL for the ACM search "
+                              "schema.",
+    wire.SUBJECT_POLICY_STATUS: "A MonitorAccessPolicy's state, message, conditions and "
+                                "warnings.",
+    wire.SUBJECT_PERMISSIONS: "What the principal may do on every cluster of the inventory.",
+    wire.SUBJECT_POLICIES: "Every MonitorAccessPolicy naming the principal, in evaluation "
+                           "order.",
+    wire.SUBJECT_CACHE_CLEAR: "Drop the cached decisions of one principal, or all of them.",
+}
+
 #: (subject, request or message Struct, reply Struct or None, summary)
 CHANNELS: list[tuple[str, type[msgspec.Struct], type[msgspec.Struct] | None, str]] = [
-    (wire.SUBJECT_CHECK, wire.CheckRequest, wire.CheckResult,
-     "One access decision (allow, deny, partial) with optional explanation."),
-    (wire.SUBJECT_BATCH, wire.BatchRequest, wire.BatchReply,
-     "Many decisions for one principal, answered in order."),
-    (wire.SUBJECT_STATUS, wire.StatusRequest, wire.StatusReply,
-     "System revision, service health, policy count, cache statistics."),
-    (wire.SUBJECT_FILTER, wire.FilterRequest, wire.FilterReply,
-     "The visible part of a list, in input order, with recomputed aggregations."),
-    (wire.SUBJECT_METRICS, wire.MetricsRequest, wire.MetricsReply,
-     "Cluster metrics recomputed from the namespaces and nodes the principal may see."),
-    (wire.SUBJECT_CUSTOM_TYPES, wire.CustomTypesRequest, wire.CustomTypesReply,
-     "Custom resource types the principal can see somewhere (or in one cluster)."),
-    (wire.SUBJECT_REVIEW_SUBJECT, wire.SubjectAccessReview, wire.SubjectAccessReview,
-     "A SubjectAccessReview in; the same object with status {allowed, reason, "
-     "evaluationError?} out."),
-    (wire.SUBJECT_REVIEW_RULES, wire.RulesReviewRequest, wire.RulesReviewReply,
-     "The RBAC rules that apply to a user in a namespace (SelfSubjectRulesReview shape)."),
-    (wire.SUBJECT_REVIEW_RESOURCE, wire.ResourceReviewRequest, wire.ResourceReviewReply,
-     "Who can: every user and group a binding lets do the request."),
-    (wire.SUBJECT_SEARCH_FILTER, wire.SearchFilterRequest, wire.SearchFilterReply,
-     "ACM search results filtered by RBAC (hub) and managedclusterviews (managed)."),
-    (wire.SUBJECT_SEARCH_PLAN, wire.PrincipalRequest, wire.SearchPlanReply,
-     "The same rules as a query plan with SQL for the ACM search schema."),
-    (wire.SUBJECT_POLICY_STATUS, wire.PolicyStatusRequest, wire.PolicyStatus,
-     "A MonitorAccessPolicy's state, message, conditions and warnings."),
-    (wire.SUBJECT_PERMISSIONS, wire.PrincipalRequest, wire.PermissionsReply,
-     "What the principal may do on every cluster of the inventory."),
-    (wire.SUBJECT_POLICIES, wire.PrincipalRequest, wire.PoliciesReply,
-     "Every MonitorAccessPolicy naming the principal, in evaluation order."),
-    (wire.SUBJECT_CACHE_CLEAR, wire.CacheClearRequest, wire.CacheClearReply,
-     "Drop the cached decisions of one principal, or all of them."),
+    *((subject, request, reply, SUMMARIES[subject])
+      for subject, (request, reply) in wire.REQUESTS.items()),
     ("clearance.events.{kind}.{id}", wire.Event, None,
      "JetStream stream CLEARANCE_EVENTS: one message per change of a watched object."),
     (wire.SUBJECT_DECISIONS_CHANGED, wire.DecisionsChanged, None,
@@ -91,7 +92,7 @@ def render() -> dict[str, str]:
         "asyncapi": "2.6.0",
         "info": {"title": "Clearance", "version": "v1",
                  "description": "Access decisions over NATS. Generated from the msgspec "
-                                "Structs in libs/clearance_core/wire.py; do not edit."},
+                                "Structs in libs/clearance_core/wire/; do not edit."},
         "defaultContentType": "application/json",
         "channels": channels,
         "components": {"schemas": components},

@@ -24,9 +24,9 @@ from clearance_core.resources import (
 )
 from clearance_core.wire import BatchItem, CheckResult, Principal
 from clearance_decision.views import principal_snapshot
-from clearance_runtime import keys, metrics
-from clearance_runtime.cache import DecisionCache, Entry
-from clearance_runtime.snapshot import SnapshotReader
+from clearance_runtime import metrics
+from clearance_runtime.cache import DecisionCache, Entry, entry_indexes, entry_key
+from clearance_runtime.reads import Reads
 
 _encode_result = msgspec.msgpack.Encoder().encode
 _decode_result = msgspec.msgpack.Decoder(CheckResult).decode
@@ -34,11 +34,11 @@ _decode_result = msgspec.msgpack.Decoder(CheckResult).decode
 
 def result_of(decision: Decision) -> CheckResult:
     return CheckResult(
-        decision=decision.decision,  # type: ignore[arg-type]
+        decision=decision.decision,
         allowed=decision.decision in ("allow", "partial"),
         reason=decision.reason,
         policy=decision.policy,
-        permissions=list(decision.permissions),  # type: ignore[arg-type]
+        permissions=list(decision.permissions),
         filters=decision.filters,
         cached=False,
         trace=decision.outcome.trace,
@@ -46,14 +46,14 @@ def result_of(decision: Decision) -> CheckResult:
 
 
 class Decider:
-    def __init__(self, reader: SnapshotReader, cache: DecisionCache) -> None:
-        self._reader = reader
+    def __init__(self, reads: Reads, cache: DecisionCache) -> None:
+        self._reads = reads
         self._cache = cache
 
     def cache_key(self, principal: Principal, check: BatchItem) -> str:
         """The cache key of one check (BadRequest for an unusable principal or resource)."""
         check_principal(principal)
-        return keys.cache_entry(decision_digest(
+        return entry_key(decision_digest(
             principal_digest(principal), check.action, check.resource,
             cluster_of(check.resource)))
 
@@ -69,9 +69,11 @@ class Decider:
         return result
 
     async def decide(
-        self, principal: Principal, checks: Sequence[BatchItem], *, explain: bool
+        self, principal: Principal, checks: Sequence[BatchItem], *, explain: bool,
+        lookup: bool = True,
     ) -> tuple[int, list[CheckResult]]:
-        """(revision, one result per check in order)."""
+        """(revision, one result per check in order). ``lookup=False``: the caller just
+        missed the cache for these checks; they are evaluated without asking it again."""
         check_principal(principal)
         pkey = principal_digest(principal)
         clusters = [cluster_of(c.resource) for c in checks]
@@ -81,8 +83,8 @@ class Decider:
         ]
         results: list[CheckResult | None] = [None] * len(checks)
         revision = 0
-        if self._cache.enabled:
-            revision, blobs = await self._cache.lookup([keys.cache_entry(d) for d in digests])
+        if self._cache.enabled and lookup:
+            revision, blobs = await self._cache.lookup([entry_key(d) for d in digests])
             for index, blob in enumerate(blobs):
                 if blob is not None:
                     cached = _decode_result(blob)
@@ -120,7 +122,7 @@ class Decider:
         results: list[CheckResult | None],
     ) -> int:
         snapshot, identity = await principal_snapshot(
-            self._reader, principal, clusters=sorted({clusters[i] for i in missing}))
+            self._reads, principal, clusters=sorted({clusters[i] for i in missing}))
         now = time.time()
         entries: list[Entry] = []
         for i in missing:
@@ -139,10 +141,10 @@ class Decider:
             ttl_ms = self._ttl_ms(decision.outcome, now)
             if ttl_ms > 0:
                 entries.append(Entry(
-                    key=keys.cache_entry(digests[i]),
+                    key=entry_key(digests[i]),
                     blob=_encode_result(result),
                     ttl_ms=ttl_ms,
-                    indexes=self._indexes(identity.names, identity.groups, clusters[i], pkey),
+                    indexes=entry_indexes(identity.names, identity.groups, clusters[i], pkey),
                 ))
         await self._cache.store(snapshot.compiled_revision, entries)
         return snapshot.revision
@@ -155,14 +157,3 @@ class Decider:
             # Never outlive (nor miss) the next notBefore/notAfter of any candidate.
             ttl = min(ttl, math.floor((outcome.valid_until - now) * 1000))
         return max(ttl, 0)
-
-    @staticmethod
-    def _indexes(
-        names: Sequence[str], groups: frozenset[str], cluster: str, pkey: str
-    ) -> tuple[str, ...]:
-        return (
-            *(keys.cache_by_user(n) for n in names),
-            *(keys.cache_by_group(g) for g in sorted(groups)),
-            keys.cache_by_cluster(cluster),
-            keys.cache_by_principal(pkey),
-        )

@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import time
 
-import redis.asyncio as aioredis
-
 from clearance_core.decide import rule_view
 from clearance_core.errors import BadRequest
 from clearance_core.evaluate import Outcome, evaluate_cluster
 from clearance_core.filters import RuleView
 from clearance_core.listing import aggregations, cluster_metrics, custom_types_in, visible_items
-from clearance_core.metricsource import CompiledSource
 from clearance_core.principal import Identity
 from clearance_core.resources import plural
 from clearance_core.wire import (
@@ -28,9 +25,7 @@ from clearance_core.wire import (
     MetricsRequest,
 )
 from clearance_decision.views import principal_snapshot
-from clearance_runtime import keys
-from clearance_runtime.snapshot import Snapshot, SnapshotReader
-from clearance_runtime.state import decode_source
+from clearance_runtime.reads import Reads, Snapshot
 
 
 def _outcome(snapshot: Snapshot, identity: Identity, cluster: str, action: str) -> Outcome:
@@ -45,13 +40,8 @@ def _view(outcome: Outcome) -> RuleView | None:
 
 
 class Lists:
-    def __init__(self, redis: aioredis.Redis, reader: SnapshotReader) -> None:
-        self._r = redis
-        self._reader = reader
-
-    async def _source(self, type_name: str) -> CompiledSource | None:
-        blob = await self._r.hget(keys.SOURCES, type_name)
-        return decode_source(blob) if isinstance(blob, bytes) else None
+    def __init__(self, reads: Reads) -> None:
+        self._reads = reads
 
     async def filter(self, request: FilterRequest) -> FilterReply:
         if not request.type or not request.cluster:
@@ -62,7 +52,7 @@ class Lists:
             raise BadRequest("type clusters: use clearance.v1.permissions or "
                              "clearance.v1.check.batch to filter a list of clusters")
         snapshot, identity = await principal_snapshot(
-            self._reader, request.principal, clusters=[request.cluster])
+            self._reads, request.principal, clusters=[request.cluster])
         kind = plural(request.type)
         view = _view(_outcome(snapshot, identity, request.cluster, "view"))
         decision = "deny" if view is None else view.type_decision(kind)
@@ -74,7 +64,7 @@ class Lists:
                                    "view_metrics").decision == "allow"
         values = aggregations(
             view, kind, shown,
-            source=await self._source(kind) if metrics_allowed else None,
+            source=await self._reads.source(kind) if metrics_allowed else None,
             given=request.aggregations, metrics_allowed=metrics_allowed,
         )
         return FilterReply(decision=decision, items=shown, total=len(request.items),
@@ -83,7 +73,7 @@ class Lists:
 
     async def metrics(self, request: MetricsRequest) -> MetricsReply:
         snapshot, identity = await principal_snapshot(
-            self._reader, request.principal, clusters=[request.cluster])
+            self._reads, request.principal, clusters=[request.cluster])
         view = _view(_outcome(snapshot, identity, request.cluster, "view_metrics"))
         if view is None:
             return MetricsReply(decision="deny", metrics={}, filtered=False,
@@ -94,7 +84,7 @@ class Lists:
 
     async def custom_types(self, request: CustomTypesRequest) -> CustomTypesReply:
         clusters = None if request.cluster is None else [request.cluster]
-        snapshot, identity = await principal_snapshot(self._reader, request.principal,
+        snapshot, identity = await principal_snapshot(self._reads, request.principal,
                                                       clusters=clusters)
         names = [request.cluster] if request.cluster is not None else sorted(snapshot.labels)
         types: set[str] = set()

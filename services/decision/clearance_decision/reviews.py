@@ -4,36 +4,24 @@
 returns the same object with its ``status``; ``review.rules`` answers in the
 SelfSubjectRulesReview shape; ``review.resource`` is "who can" (ResourceAccessReview).
 
-The RBAC index is built in this process from the Roles and bindings the compiler stores,
-and rebuilt only when ``clr:rbac:rev`` moves; answers then cost an index lookup, not a
-scan of every binding. Request groups are expanded as everywhere else: the given groups,
-the OpenShift Groups listing the user, and the service-account groups.
+The RBAC index comes from :meth:`clearance_runtime.reads.Reads.rbac_index` (built in
+this process, rebuilt only when RBAC changes): answers cost an index lookup, not a scan of
+every binding. Request groups are the effective groups of every decision: the given
+groups, the OpenShift Groups listing the user, and the service-account groups.
 """
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
 import msgspec
-import redis.asyncio as aioredis
 
 from clearance_core import search
-from clearance_core.errors import BadRequest, InvalidObject
-from clearance_core.principal import service_account_groups
-from clearance_core.rbac import (
-    Attributes,
-    Binding,
-    NonResourceAttributes,
-    ResourceAttributes,
-    Role,
-    parse_binding,
-    parse_role,
-)
+from clearance_core.errors import BadRequest
+from clearance_core.rbac import Attributes, NonResourceAttributes, ResourceAttributes
 from clearance_core.rbac_index import RbacIndex
 from clearance_core.resources import check_principal
 from clearance_core.wire import (
     Principal,
+    PrincipalRequest,
     ResourceReviewReply,
     ResourceReviewRequest,
     RulesReviewReply,
@@ -43,60 +31,47 @@ from clearance_core.wire import (
     SearchFilterRequest,
     SearchPlanReply,
     SubjectAccessReview,
+    SubjectAccessReviewReply,
+    SubjectAccessReviewStatus,
 )
-from clearance_runtime import health, keys, logs
+from clearance_runtime.reads import Reads
 
-log = logs.get(__name__)
-_object = msgspec.json.Decoder(dict[str, Any])
 # A review comes back as it was sent: its members are kept as raw JSON, never rebuilt as
 # Python objects (cheap whatever the client put in them).
 _members = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_labels = msgspec.json.Decoder(dict[str, str])
+_encode = msgspec.json.Encoder().encode
+
+
+def echo(reply: SubjectAccessReviewReply, body: bytes) -> bytes:
+    """The reply to a SubjectAccessReview: the request's own members, unknown ones
+    included, with ``status`` and ``revision`` set from ``reply``.
+
+    Why not the Struct as encoded: a Kubernetes client sends what it sends to an API
+    server and gets its object back; a Struct would drop every member it does not
+    declare (see ``SubjectAccessReviewReply``)."""
+    members = _members.decode(body)
+    members["status"] = msgspec.Raw(_encode(reply.status))
+    members["revision"] = msgspec.Raw(_encode(reply.revision))
+    return _encode(members)
 
 
 class Reviews:
-    def __init__(self, redis: aioredis.Redis) -> None:
-        self._r = redis
-        self._index = RbacIndex()
-        self._built_at: bytes | None = None
-        self._lock = asyncio.Lock()
+    def __init__(self, reads: Reads) -> None:
+        self._reads = reads
 
-    async def index(self) -> RbacIndex:
-        version: bytes | None = await self._r.get(keys.RBAC_REV)  # type: ignore[assignment]
-        if version == self._built_at:
-            return self._index
-        async with self._lock:
-            if version != self._built_at:
-                rows: dict[bytes, bytes] = await self._r.hgetall(keys.RBAC)  # type: ignore[assignment]
-                roles: list[Role] = []
-                bindings: list[Binding] = []
-                for blob in rows.values():
-                    obj = _object.decode(blob)
-                    try:
-                        if obj.get("kind") in ("Role", "ClusterRole"):
-                            roles.append(parse_role(obj))
-                        else:
-                            bindings.append(parse_binding(obj))
-                    except InvalidObject as exc:  # the compiler already withdrew these
-                        log.warning("rbac_object_skipped", error=exc.message)
-                self._index = RbacIndex(roles, bindings)
-                self._built_at = version
-        return self._index
-
-    async def groups(self, user: str, given: list[str], email: str | None = None) -> list[str]:
-        """Given groups + OpenShift Groups listing the user (or email) + SA groups."""
-        expanded = {*given, *service_account_groups(user)}
-        for name in (user, email):
-            if name:
-                member: set[bytes] = await self._r.smembers(keys.member_of(name))  # type: ignore[assignment]
-                expanded.update(m.decode() for m in member)
-        return sorted(expanded)
+    async def _search_inputs(
+        self, principal: Principal
+    ) -> tuple[RbacIndex, dict[str, dict[str, str]], list[str]]:
+        """The RBAC index, the cluster inventory and the principal's effective groups."""
+        check_principal(principal)
+        index, inventory = await self._reads.rbac_index(), await self._reads.inventory()
+        groups = await self._reads.effective_groups(principal.username, principal.groups,
+                                                    principal.email)
+        return index, inventory, groups
 
     async def search_filter(self, request: SearchFilterRequest) -> SearchFilterReply:
         principal = request.principal
-        check_principal(principal)
-        index, inventory = await self.index(), await self._inventory()
-        groups = await self.groups(principal.username, principal.groups, principal.email)
+        index, inventory, groups = await self._search_inputs(principal)
         shown = search.search_filter(
             index, principal.username, groups, inventory,
             [search.SearchItem(cluster=i.cluster, group=i.group, resource=i.resource,
@@ -104,21 +79,16 @@ class Reviews:
              for i in request.items])
         visible = [item for item, ok in zip(request.items, shown, strict=True) if ok]
         return SearchFilterReply(items=visible, total=len(request.items), visible=len(visible),
-                                 revision=await health.revision(self._r))
+                                 revision=await self._reads.revision())
 
-    async def search_plan(self, principal: Principal) -> SearchPlanReply:
-        check_principal(principal)
-        index, inventory = await self.index(), await self._inventory()
-        groups = await self.groups(principal.username, principal.groups, principal.email)
+    async def search_plan(self, request: PrincipalRequest) -> SearchPlanReply:
+        principal = request.principal
+        index, inventory, groups = await self._search_inputs(principal)
         plan = search.search_plan(index, principal.username, groups, inventory)
         return SearchPlanReply(hub=plan.hub, managed_clusters=plan.managed_clusters,
-                               sql=plan.sql, revision=await health.revision(self._r))
+                               sql=plan.sql, revision=await self._reads.revision())
 
-    async def _inventory(self) -> dict[str, dict[str, str]]:
-        rows: dict[bytes, bytes] = await self._r.hgetall(keys.CLUSTERS)  # type: ignore[assignment]
-        return {k.decode(): _labels.decode(v) for k, v in rows.items()}
-
-    async def subject(self, body: bytes, review: SubjectAccessReview) -> dict[str, Any]:
+    async def subject(self, review: SubjectAccessReview) -> SubjectAccessReviewReply:
         spec = review.spec
         attrs: Attributes
         if spec.resource_attributes is not None and spec.non_resource_attributes is not None:
@@ -142,21 +112,22 @@ class Reviews:
                              "nonResourceAttributes")
         if not spec.user and not spec.groups:
             raise BadRequest("spec needs a user or groups")
-        groups = await self.groups(spec.user, spec.groups) if spec.user else spec.groups
-        allowed, reason, error = (await self.index()).allowed(attrs, spec.user, groups)
-        status: dict[str, Any] = {"allowed": allowed, "reason": reason}
+        groups = (await self._reads.effective_groups(spec.user, spec.groups) if spec.user
+                  else spec.groups)
+        allowed, reason, error = (await self._reads.rbac_index()).allowed(attrs, spec.user,
+                                                                           groups)
+        status = SubjectAccessReviewStatus(allowed=allowed, reason=reason)
         if error:
-            status["evaluationError"] = error
-        reply: dict[str, Any] = dict(_members.decode(body))  # the same object back
-        reply["status"] = status
-        reply["revision"] = await health.revision(self._r)
-        return reply
+            status.evaluation_error = error
+        return SubjectAccessReviewReply(
+            api_version=review.api_version, kind=review.kind, spec=spec, status=status,
+            revision=await self._reads.revision(), request_id=review.request_id)
 
     async def rules(self, request: RulesReviewRequest) -> RulesReviewReply:
         if not request.user:
             raise BadRequest("user is required")
-        index = await self.index()
-        groups = await self.groups(request.user, request.groups)
+        index = await self._reads.rbac_index()
+        groups = await self._reads.effective_groups(request.user, request.groups)
         resource_rules, non_resource_rules = index.rules_for(
             request.user, groups, request.spec.namespace)
         status = RulesReviewStatus(resource_rules=resource_rules,
@@ -164,7 +135,7 @@ class Reviews:
         error = index.evaluation_error(request.user, groups, request.spec.namespace)
         if error:
             status.evaluation_error = error
-        return RulesReviewReply(status=status, revision=await health.revision(self._r))
+        return RulesReviewReply(status=status, revision=await self._reads.revision())
 
     async def resource(self, request: ResourceReviewRequest) -> ResourceReviewReply:
         if not request.verb or not request.resource:
@@ -173,6 +144,6 @@ class Reviews:
                                    resource=request.resource,
                                    subresource=request.subresource, name=request.name,
                                    namespace=request.namespace)
-        users, groups = (await self.index()).who_can(attrs)
+        users, groups = (await self._reads.rbac_index()).who_can(attrs)
         return ResourceReviewReply(users=users, groups=groups,
-                                   revision=await health.revision(self._r))
+                                   revision=await self._reads.revision())

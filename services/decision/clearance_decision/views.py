@@ -1,4 +1,5 @@
-"""Principal-wide views: permissions on every cluster, and the policies naming a principal.
+"""Principal-wide views: ``clearance.v1.permissions`` (every cluster) and
+``clearance.v1.policies`` (the policies naming a principal).
 
 Both are computed from one snapshot of the principal's candidate policies and the whole
 cluster inventory, with the same evaluator as single checks, so they can never disagree
@@ -11,26 +12,28 @@ import time
 from collections.abc import Sequence
 
 from clearance_core.evaluate import candidates, evaluate_cluster, matched_by, skip_reason
-from clearance_core.principal import Identity, identity_of, service_account_groups
+from clearance_core.principal import Identity
 from clearance_core.resources import check_principal
-from clearance_core.wire import ClusterPermissions, PolicySummary, Principal
-from clearance_runtime.snapshot import Snapshot, SnapshotReader
+from clearance_core.wire import (
+    Action,
+    ClusterPermissions,
+    PermissionsReply,
+    PoliciesReply,
+    PolicySummary,
+    Principal,
+    PrincipalRequest,
+)
+from clearance_runtime.reads import Reads, Snapshot
 
-ACTIONS = ("view", "view_metrics")
+ACTIONS: tuple[Action, ...] = ("view", "view_metrics")
 
 
 async def principal_snapshot(
-    reader: SnapshotReader, principal: Principal, *, clusters: Sequence[str] | None
+    reads: Reads, principal: Principal, *, clusters: Sequence[str] | None
 ) -> tuple[Snapshot, Identity]:
-    """``clusters=None``: the whole inventory."""
+    """A usable principal's snapshot and identity; ``clusters=None``: the whole inventory."""
     check_principal(principal)
-    snapshot = await reader.read(
-        username=principal.username,
-        email=principal.email,
-        groups=[*principal.groups, *service_account_groups(principal.username)],
-        clusters=clusters,
-    )
-    return snapshot, identity_of(principal, snapshot.member_of)
+    return await reads.snapshot(principal, clusters=clusters)
 
 
 def permissions(snapshot: Snapshot, identity: Identity) -> dict[str, ClusterPermissions]:
@@ -46,7 +49,7 @@ def permissions(snapshot: Snapshot, identity: Identity) -> dict[str, ClusterPerm
         ]
         out[cluster] = ClusterPermissions(
             decision="allow" if "view" in granted else "deny",
-            permissions=granted,  # type: ignore[arg-type]
+            permissions=granted,
         )
     return out
 
@@ -67,3 +70,19 @@ def policies(snapshot: Snapshot, identity: Identity) -> list[PolicySummary]:
             matched_by=matched_by(policy, identity) or "",
         ))
     return out
+
+
+class Views:
+    def __init__(self, reads: Reads) -> None:
+        self._reads = reads
+
+    async def permissions(self, request: PrincipalRequest) -> PermissionsReply:
+        snapshot, identity = await principal_snapshot(self._reads, request.principal,
+                                                      clusters=None)
+        return PermissionsReply(clusters=permissions(snapshot, identity),
+                                revision=snapshot.revision)
+
+    async def policies(self, request: PrincipalRequest) -> PoliciesReply:
+        snapshot, identity = await principal_snapshot(self._reads, request.principal,
+                                                      clusters=[])
+        return PoliciesReply(policies=policies(snapshot, identity), revision=snapshot.revision)

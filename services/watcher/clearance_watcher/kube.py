@@ -30,11 +30,11 @@ import asyncio
 import contextlib
 import functools
 import json
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import kubernetes.client
 import kubernetes.config
@@ -44,6 +44,7 @@ from kubernetes.client import ApiException
 from clearance_core.errors import ClearanceError
 from clearance_core.registry import WATCHED
 from clearance_runtime import logs
+from clearance_watcher.ledger import Sink
 
 log = logs.get(__name__)
 T = TypeVar("T")
@@ -58,12 +59,6 @@ _END = object()
 # The core group has no generic list call; these are the core resources we know how to list
 # (a core kind missing here is skipped like an unserved one).
 _CORE_LISTERS = {"namespaces": "list_namespace"}
-
-
-class LedgerLike(Protocol):
-    async def sync(self, objects: Iterable[dict[str, Any]], *, kinds: Iterable[str]) -> None: ...
-
-    async def apply(self, event_type: str, obj: dict[str, Any]) -> None: ...
 
 
 class GoneError(ClearanceError):
@@ -99,7 +94,7 @@ class KubeSource:
     def __init__(
         self,
         api: kubernetes.client.ApiClient,
-        ledger: LedgerLike,
+        ledger: Sink,
         *,
         kinds: Mapping[str, tuple[str, str, bool]] = WATCHED,
         timeout_seconds: int = 300,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 import nats.errors
@@ -24,13 +24,24 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from clearance_core.errors import InvalidObject
 from clearance_core.kinds import ObjectRef, content_hash, event_subject, ref_of
-from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS, Event
+from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS, Event, EventType
 from clearance_runtime import bus, logs, metrics
 
 log = logs.get(__name__)
 SOURCE_HEADER = "Clearance-Source"
 _encode = msgspec.json.Encoder().encode
 _decode_event = msgspec.json.Decoder(Event).decode
+
+
+class Sink(Protocol):
+    """What a source (the Kubernetes API, a manifest directory) reports what it sees to:
+    a :class:`Ledger`, or a fake in tests."""
+
+    async def sync(self, objects: Iterable[dict[str, Any]], *, kinds: Iterable[str]) -> None:
+        """A complete snapshot of ``kinds``: what is absent from it was deleted."""
+
+    async def apply(self, event_type: EventType, obj: dict[str, Any]) -> None:
+        """One watch event for an object."""
 
 
 class Known(msgspec.Struct, kw_only=True):
@@ -120,7 +131,7 @@ class Ledger:
                 subject=msg.subject, version=version_of(event.object), seq=seq, obj=event.object
             )
 
-    async def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+    async def apply(self, event_type: EventType, obj: dict[str, Any]) -> None:
         """Report one watch event (ADDED, MODIFIED or DELETED) for an object."""
         async with self._lock:
             await self._apply(event_type, obj)
@@ -140,7 +151,7 @@ class Ledger:
             for ref in sorted(vanished):
                 await self._apply("DELETED", self._known[ref].obj)
 
-    async def _apply(self, event_type: str, obj: dict[str, Any]) -> None:
+    async def _apply(self, event_type: EventType, obj: dict[str, Any]) -> None:
         try:
             ref = ref_of(obj)
         except InvalidObject as exc:
@@ -162,14 +173,14 @@ class Ledger:
             # Recreated under a new uid: close the old subject so replays stay clean.
             await self._publish(current.subject, "DELETED", current.obj, ref)
             current = None
-        kind = "ADDED" if current is None else "MODIFIED"
+        kind: EventType = "ADDED" if current is None else "MODIFIED"
         seq = await self._publish(subject, kind, obj, ref)
         self._known[ref] = Known(subject=subject, version=version, seq=seq, obj=obj)
 
     async def _publish(
         self,
         subject: str,
-        event_type: str,
+        event_type: EventType,
         obj: dict[str, Any],
         ref: ObjectRef,
     ) -> int:
@@ -178,7 +189,7 @@ class Ledger:
         prior = self._last_seq.get(ref, 0)
         suffix = ":DELETED" if event_type == "DELETED" else ""
         msg_id = f"{ref}@{version_of(obj)}{suffix}#{prior}"
-        payload = _encode(Event(type=event_type, object=obj))  # type: ignore[arg-type]
+        payload = _encode(Event(type=event_type, object=obj))
         headers = {"Nats-Msg-Id": msg_id, SOURCE_HEADER: self._source}
         delay = 0.1
         while True:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import yaml
 
@@ -22,13 +22,10 @@ from clearance_core.errors import InvalidObject
 from clearance_core.kinds import ref_of
 from clearance_core.registry import WATCHED
 from clearance_runtime import logs, metrics
+from clearance_watcher.ledger import Sink
 
 log = logs.get(__name__)
 SUFFIXES = (".yaml", ".yml", ".json")
-
-
-class Sink(Protocol):
-    async def sync(self, objects: Any, *, kinds: Any) -> None: ...
 
 
 def parse_file(path: Path) -> list[dict[str, Any]]:

@@ -1,0 +1,139 @@
+"""``clearance.v1.check`` and ``clearance.v1.check.batch``: the hot path.
+
+Concurrent checks are answered together (:meth:`Checks.many`): each body is decoded once,
+the cache hits of all of them come back in one MGET, and every other request is answered
+on its own through the check route. A miss is evaluated at once, without decoding its
+body or asking the cache again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import msgspec
+
+from clearance_core.errors import BadRequest
+from clearance_core.resources import cluster_of
+from clearance_core.wire import (
+    SUBJECT_CHECK,
+    BatchItem,
+    BatchReply,
+    BatchRequest,
+    CheckRequest,
+    CheckResult,
+)
+from clearance_decision.decider import Decider
+from clearance_decision.routes import Route
+from clearance_runtime import logs
+from clearance_runtime.cache import DecisionCache
+from clearance_runtime.reads import STORE_OUTAGES, Reads, unavailable
+from clearance_runtime.responder import reply_to
+
+log = logs.get(__name__)
+_encode = msgspec.json.Encoder().encode
+
+
+def validate_batch(request: BatchRequest) -> None:
+    """One request, one answer: a bad item makes the whole batch a bad_request (a result
+    has no error form), named so the caller can fix it."""
+    for index, item in enumerate(request.checks):
+        try:
+            cluster_of(item.resource)
+        except BadRequest as exc:
+            raise BadRequest(f"checks[{index}]: {exc.message}") from None
+
+
+class Checks:
+    def __init__(self, decider: Decider, cache: DecisionCache, reads: Reads) -> None:
+        self._decider = decider
+        self._cache = cache
+        self._reads = reads
+
+    async def check(self, request: CheckRequest) -> CheckResult:
+        return await self._check(request, lookup=True)
+
+    async def check_missed(self, request: CheckRequest) -> CheckResult:
+        """A check whose cache lookup just missed."""
+        return await self._check(request, lookup=False)
+
+    async def _check(self, request: CheckRequest, *, lookup: bool) -> CheckResult:
+        revision, (result,) = await self._decider.decide(
+            request.principal,
+            [BatchItem(action=request.action, resource=request.resource)],
+            explain=request.explain, lookup=lookup,
+        )
+        result.revision = revision
+        return result
+
+    async def batch(self, request: BatchRequest) -> BatchReply:
+        if not request.checks:
+            return BatchReply(results=[], revision=await self._reads.revision())
+        revision, results = await self._decider.decide(
+            request.principal, request.checks, explain=request.explain)
+        return BatchReply(results=results, revision=revision)
+
+    async def many(self, route: Route, bodies: list[bytes]) -> list[bytes]:
+        """One reply per body, in order, for checks that arrived together (``route``: the
+        check route).
+
+        Requests are isolated (CONTRACT section 0): whatever one body holds, it can only
+        fall out of the fast path, and the slow path answers each body on its own, so its
+        error reply is its own and never its neighbours'.
+        """
+        replies: list[bytes | None] = [None] * len(bodies)
+        requests: list[CheckRequest | None] = [None] * len(bodies)
+        fast: list[tuple[int, CheckRequest, str]] = []
+        decode, cache_key, cached = route.decode, self._decider.cache_key, self._cache.enabled
+        for index, body in enumerate(bodies):
+            try:
+                request = decode(body)
+                requests[index] = request
+                if cached and request.min_revision is None:
+                    fast.append((index, request, cache_key(
+                        request.principal,
+                        BatchItem(action=request.action, resource=request.resource))))
+            except Exception:  # noqa: S112 - the slow path answers it with its own error
+                continue
+        missed: set[int] = set()
+        if fast:
+            try:
+                revision, blobs = await self._cache.lookup([key for _, _, key in fast])
+            except STORE_OUTAGES as exc:
+                raise unavailable(exc) from None
+            for (index, request, _), blob in zip(fast, blobs, strict=True):
+                if blob is None:
+                    missed.add(index)
+                else:  # an unusable entry is answered (or failed) by the slow path
+                    replies[index] = self._from_cache(route, blob, request, bodies[index],
+                                                      revision)
+        slow = [i for i, reply in enumerate(replies) if reply is None]
+        if slow:
+            answers = await asyncio.gather(*(
+                self._one(route, bodies[i], requests[i], missed=i in missed) for i in slow))
+            for index, answer in zip(slow, answers, strict=True):
+                replies[index] = answer
+        return [reply for reply in replies if reply is not None]
+
+    def _from_cache(self, route: Route, blob: bytes, request: CheckRequest, body: bytes,
+                    revision: int) -> bytes | None:
+        """A cache hit as the encoded reply; None (the slow path decides) if unusable."""
+        try:
+            result = self._decider.cached(blob, explain=request.explain)
+            result.revision = revision
+            return route.encode(result, request, body)
+        except Exception:
+            log.exception("cache_entry_unreadable")
+            return None
+
+    async def _one(self, route: Route, body: bytes, request: CheckRequest | None, *,
+                   missed: bool) -> bytes:
+        if request is None:  # not decodable: the route fails it with its own error
+            reply, _ = await reply_to(SUBJECT_CHECK, route, body)
+            return reply
+        handler = self.check_missed if missed else None
+
+        async def decoded(body: bytes) -> bytes:  # decoded once: answered from the Struct
+            return await route.answer(request, body, handler)
+
+        reply, _ = await reply_to(SUBJECT_CHECK, decoded, body)
+        return reply

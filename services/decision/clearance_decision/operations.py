@@ -1,0 +1,58 @@
+"""Operating subjects: ``clearance.v1.status``, ``clearance.v1.policy-status`` and
+``clearance.v1.cache.clear``."""
+
+from __future__ import annotations
+
+import time
+
+from clearance_core.errors import BadRequest, NotFound
+from clearance_core.resources import principal_digest
+from clearance_core.status import policy_status
+from clearance_core.wire import (
+    CacheClearReply,
+    CacheClearRequest,
+    CacheStatus,
+    PolicyStatus,
+    PolicyStatusRequest,
+    ServiceStatus,
+    StatusReply,
+    StatusRequest,
+)
+from clearance_runtime.cache import DecisionCache
+from clearance_runtime.reads import Reads
+
+
+class Operations:
+    def __init__(self, reads: Reads, cache: DecisionCache) -> None:
+        self._reads = reads
+        self._cache = cache
+
+    async def status(self, request: StatusRequest) -> StatusReply:
+        await self._cache.flush_stats()  # this replica's counts, so the totals are current
+        counts = await self._reads.counts()
+        return StatusReply(
+            revision=counts.revision,
+            services={
+                name: ServiceStatus(revision=rev, healthy=ok)
+                for name, (rev, ok) in (await self._reads.services()).items()
+            },
+            policies=counts.policies,
+            cache=CacheStatus(entries=await self._cache.entries(), hits=counts.hits,
+                              misses=counts.misses),
+        )
+
+    async def policy_status(self, request: PolicyStatusRequest) -> PolicyStatus:
+        if request.kind.lower() != "monitoraccesspolicy":
+            raise BadRequest(f"kind {request.kind!r}: this version serves the status of "
+                             "MonitorAccessPolicy objects")
+        key = f"{request.namespace}/{request.name}"
+        policy, revision = await self._reads.policy(key)
+        if policy is None:
+            raise NotFound(f"MonitorAccessPolicy {key} not found")
+        return policy_status(policy, await self._reads.sources(), now=time.time(),
+                             revision=revision)
+
+    async def cache_clear(self, request: CacheClearRequest) -> CacheClearReply:
+        digest = None if request.principal is None else principal_digest(request.principal)
+        cleared = await self._cache.clear(digest)
+        return CacheClearReply(cleared=cleared, revision=await self._reads.revision())

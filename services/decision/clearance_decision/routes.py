@@ -1,0 +1,97 @@
+"""The route table, generated from ``clearance_core.wire.REQUESTS``, and its one adapter.
+
+Every subject is answered by the same :class:`Route`: decode the body once into the
+subject's request Struct (``bad_request`` naming the problem), run the checks that need
+no state, wait for ``min_revision`` (``stale`` after ``timeout_ms``), call the handler,
+echo ``request_id`` and encode the reply Struct. A state store outage is
+``unavailable``; any other error is mapped by the responder — an error, never an allow.
+
+A handler takes the request Struct that ``REQUESTS`` names for its subject and returns the
+reply Struct it names. :func:`route_table` checks this when the service starts: a subject
+without a handler, a handler for no subject, or a handler of other types stops the start
+instead of leaving a subject unanswered or answering it off the contract.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, NamedTuple
+
+import msgspec
+
+from clearance_core.wire import REQUESTS
+from clearance_runtime.reads import STORE_OUTAGES, Reads, unavailable
+from clearance_runtime.responder import decode_request
+
+#: request Struct -> reply Struct (typed as ``REQUESTS`` says; checked at start).
+Handler = Callable[[Any], Awaitable[Any]]
+#: (reply Struct, request body) -> the reply's bytes, for a subject not sent as encoded.
+Encoder = Callable[[Any, bytes], bytes]
+_encode = msgspec.json.Encoder().encode
+
+
+class Serve(NamedTuple):
+    """What the service provides for one subject."""
+
+    handler: Handler
+    #: Checks that need no state: run before ``min_revision`` is awaited, so a request
+    #: that can never be answered is refused at once rather than after a wait.
+    validate: Callable[[Any], None] | None = None
+    encode: Encoder | None = None
+
+
+class Route:
+    """One subject's adapter; as a responder handler it takes a body, returns a reply."""
+
+    def __init__(self, subject: str, serve: Serve, reads: Reads) -> None:
+        request_type, reply_type = REQUESTS[subject]
+        _check_types(subject, serve.handler, request_type, reply_type)
+        self.subject = subject
+        self._decoder = msgspec.json.Decoder(request_type)
+        self._handler, self._validate, self._encoder = serve
+        self._reads = reads
+
+    def decode(self, body: bytes) -> Any:
+        """The request Struct, its stateless checks passed (``BadRequest`` otherwise)."""
+        request = decode_request(self._decoder, body)
+        if self._validate is not None:
+            self._validate(request)
+        return request
+
+    async def answer(self, request: Any, body: bytes, handler: Handler | None = None) -> bytes:
+        """Answer a decoded request (with ``handler`` instead of the route's, if given)."""
+        try:
+            if request.min_revision is not None:
+                await self._reads.wait_for(request.min_revision, request.timeout_ms)
+            reply = await (handler or self._handler)(request)
+        except STORE_OUTAGES as exc:
+            raise unavailable(exc) from None
+        return self.encode(reply, request, body)
+
+    def encode(self, reply: Any, request: Any, body: bytes) -> bytes:
+        if self._encoder is not None:
+            return self._encoder(reply, body)
+        if request.request_id is not None:
+            reply.request_id = request.request_id
+        return _encode(reply)
+
+    async def __call__(self, body: bytes) -> bytes:
+        return await self.answer(self.decode(body), body)
+
+
+def route_table(serves: Mapping[str, Serve], reads: Reads) -> dict[str, Route]:
+    """One route per subject of ``REQUESTS``, in its order; every subject served."""
+    unserved = [s for s in REQUESTS if s not in serves]
+    unknown = [s for s in serves if s not in REQUESTS]
+    if unserved or unknown:
+        raise TypeError(f"route table: no handler for {unserved}, no subject for {unknown}")
+    return {subject: Route(subject, serves[subject], reads) for subject in REQUESTS}
+
+
+def _check_types(subject: str, handler: Handler, request: type, reply: type) -> None:
+    hints = typing.get_type_hints(handler)
+    returns = hints.pop("return", None)
+    if list(hints.values()) != [request] or returns is not reply:
+        raise TypeError(f"{subject}: {getattr(handler, '__qualname__', handler)} must take "
+                        f"{request.__name__} and return {reply.__name__}")
