@@ -39,11 +39,11 @@ from clearance_core.hierarchy import Target
 from clearance_core.merge import EffectiveRule
 from clearance_core.principal import Identity
 from clearance_core.resources import plural, singular
-from clearance_core.wire import Resource, TraceStep
+from clearance_core.wire import Action, DecisionKind, Resource, StepOutcome, TraceStep
 
 #: AccessPolicy rules have no priority; trace steps for them carry this value.
 NO_PRIORITY = -1
-_ACTIONS = ("view", "view_metrics")
+_ACTIONS: tuple[Action, ...] = ("view", "view_metrics")
 
 _views: dict[int, tuple[AccessRule, RuleView]] = {}
 
@@ -83,14 +83,14 @@ def matching(rules: Mapping[str, EffectiveRule],
             if subjects_match(rules[name].rule, identity)]
 
 
-def permissions_of(rules: Iterable[tuple[str, EffectiveRule]]) -> tuple[str, ...]:
+def permissions_of(rules: Iterable[tuple[str, EffectiveRule]]) -> tuple[Action, ...]:
     granted = {action for _, found in rules for action in found.rule.permissions}
     return tuple(action for action in _ACTIONS if action in granted)
 
 
-def _step(name: str, found: EffectiveRule, outcome: str, reason: str) -> TraceStep:
+def _step(name: str, found: EffectiveRule, outcome: StepOutcome, reason: str) -> TraceStep:
     return TraceStep(policy=found.source, priority=NO_PRIORITY, effect=found.rule.effect,
-                     outcome=outcome,  # type: ignore[arg-type]
+                     outcome=outcome,
                      reason=f"AccessPolicy rule {name} ({found.block}): {reason}")
 
 
@@ -109,10 +109,10 @@ class _Verdict:
     def __init__(self, monitor: Decision, where: str) -> None:
         self.monitor = monitor
         self.where = where
-        self.permissions: tuple[str, ...] = ()
+        self.permissions: tuple[Action, ...] = ()
         self.steps: list[TraceStep] = []
 
-    def made(self, decision: str, reason: str, policy: str | None,
+    def made(self, decision: DecisionKind, reason: str, policy: str | None,
              filters: dict[str, Any] | None = None) -> Decision:
         trace = [*self.monitor.outcome.trace, *self.steps]
         outcome = msgspec.structs.replace(
