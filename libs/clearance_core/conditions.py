@@ -25,7 +25,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from cel_expr_python import cel  # type: ignore[import-untyped]
+from cel_expr_python import cel
 
 from clearance_core.errors import InvalidObject
 

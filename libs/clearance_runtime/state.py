@@ -135,10 +135,6 @@ class StateStore:
         blob = await self._r.hget(keys.POLICIES, key)
         return decode_policy(blob) if isinstance(blob, bytes) else None
 
-    async def sources(self) -> dict[str, CompiledSource]:
-        rows: dict[bytes, bytes] = await self._r.hgetall(keys.SOURCES)  # type: ignore[assignment]
-        return {k.decode(): decode_source(v) for k, v in rows.items()}
-
     async def load_model(self) -> Model:
         """The compiled state, for the compiler to hold in memory (one round trip)."""
         async with self._r.pipeline(transaction=True) as pipe:
