@@ -4,6 +4,7 @@
     python3 dev.py up      # set up .venv/ and run the whole system (clearance up)
     python3 dev.py test    # set up .venv/ and run the full test suite
     python3 dev.py bench   # benchmarks (not tests)
+    python3 dev.py chaos   # the fault suite on real processes; prints its table
     python3 dev.py lint    # ruff, mypy --strict, import-linter, schema drift
 
 Idempotent: .venv/ is (re)installed only when pyproject.toml changed since last time.
@@ -48,11 +49,11 @@ def main() -> int:
     ensure_venv()
     just = [str(BIN / "just"), "--justfile", str(ROOT / "justfile"), "--working-directory",
             str(ROOT)]
-    if command in ("up", "test", "bench", "lint", "schemas"):
+    if command in ("up", "test", "bench", "chaos", "lint", "schemas"):
         return subprocess.call([*just, command, *rest])
     if command == "setup":
         return 0
-    raise SystemExit(f"unknown command {command!r}: use up, test, bench, lint or setup")
+    raise SystemExit(f"unknown command {command!r}: use up, test, bench, chaos, lint or setup")
 
 
 if __name__ == "__main__":
