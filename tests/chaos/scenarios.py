@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import signal
 import time
 from collections import Counter
@@ -58,10 +59,12 @@ BENIGN_ERRORS = frozenset({"unavailable", "stale", "timeout", "no_responders"})
 class Run:
     """What a fault can act on while the burst is under way."""
 
-    def __init__(self, deployment: Deployment, fleet: Fleet, producer: Producer) -> None:
+    def __init__(self, deployment: Deployment, fleet: Fleet, producer: Producer, *,
+                 burst_seconds: float) -> None:
         self.deployment = deployment
         self.fleet = fleet
         self.producer = producer
+        self.burst_seconds = burst_seconds
         self.started = time.monotonic()
         self.healed: float | None = None
         #: Anything the producer saw go wrong (reported with the row).
@@ -95,11 +98,16 @@ class Scenario:
 
 
 # -- faults --------------------------------------------------------------------------------
-def kill9(service: str) -> Fault:
+def kill9(service: str, *, past_burst: bool = False) -> Fault:
+    """Down for ``DOWN_FOR`` seconds, or (``past_burst``) until the burst is over."""
+
     async def fault(run: Run) -> None:
         await run.at(FAULT_AT)
         run.deployment.signal(service, signal.SIGKILL)
-        await asyncio.sleep(DOWN_FOR)
+        if past_burst:
+            await run.at(run.burst_seconds + 0.5)
+        else:
+            await asyncio.sleep(DOWN_FOR)
         run.deployment.start(service)
         run.heal()
 
@@ -150,9 +158,9 @@ def flush_valkey(at: float) -> Fault:
 
 
 async def second_compiler(run: Run) -> None:
-    await run.at(FAULT_AT)
+    await run.at(0.0)
     run.deployment.start("compiler", slot="compiler-2")
-    await asyncio.sleep(2.0)
+    await asyncio.sleep(3.0)
     run.deployment.signal("compiler-2", signal.SIGTERM)
     run.heal()
 
@@ -162,7 +170,10 @@ async def no_fault(run: Run) -> None:
 
 
 SCENARIOS = (
-    Scenario("kill -9 watcher", kill9("watcher"), source="manifests", ci=True),
+    # The watcher's backlog is in its directory, not on the stream: it stays down until
+    # the burst is over, so recovery is measured against everything written to it.
+    Scenario("kill -9 watcher (down until the burst is over)", kill9("watcher", past_burst=True),
+             source="manifests", ci=True),
     Scenario("kill -9 compiler", kill9("compiler"), ci=True),
     Scenario("kill -9 cache-invalidator", kill9("cache-invalidator"), ci=True),
     Scenario("kill -9 decision", kill9("decision"), ci=True),
@@ -173,14 +184,14 @@ SCENARIOS = (
     Scenario("restart Valkey empty", restart_valkey("empty"), loses_state=True),
     Scenario("FLUSHALL Valkey during the burst", flush_valkey(1.5), loses_state=True),
     Scenario("FLUSHALL Valkey during a backlog (burst at full speed)", flush_valkey(0.3),
-             loses_state=True, burst_seconds=0.0),
+             loses_state=True, burst_seconds=0.0, ci=True),
     Scenario("SIGSTOP compiler 65 s (ack wait 60 s)", sigstop("compiler", 65.0)),
     Scenario("SIGSTOP cache-invalidator 6 s", sigstop("cache-invalidator", 6.0)),
     Scenario("SIGSTOP decision 3 s", sigstop("decision", 3.0)),
     Scenario("duplicate publications", no_fault, producer="duplicates", ci=True),
     Scenario("reordered publications", no_fault, producer="reorder"),
     Scenario("producer republishes a whole relist", no_fault, producer="relist"),
-    Scenario("two compilers at once", second_compiler),
+    Scenario("two compilers at once (a second one for 3 s)", second_compiler),
 )
 
 
@@ -248,6 +259,34 @@ async def status_revision(nc: Client) -> int | None:
     return revision if isinstance(revision, int) else None
 
 
+class StatusSamples:
+    """``clearance.v1.status`` every 50 ms: when the system first reached a revision."""
+
+    def __init__(self, nc: Client) -> None:
+        self._nc = nc
+        self.samples: list[tuple[float, int]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        while True:
+            revision = await status_revision(self._nc)
+            if revision is not None:
+                self.samples.append((time.monotonic(), revision))
+            await asyncio.sleep(0.05)
+
+    def reached(self, revision: int, *, after: float) -> float | None:
+        return next((t for t, r in self.samples if t >= after and r >= revision), None)
+
+
 async def wait_last_seq(js: JetStreamContext) -> int:
     while (seq := await last_seq(js)) is None:  # noqa: ASYNC110
         await asyncio.sleep(0.05)
@@ -255,15 +294,22 @@ async def wait_last_seq(js: JetStreamContext) -> int:
 
 
 async def converge(nc: Client, js: JetStreamContext, timeout: float, *,
-                   target: int | None = None) -> float | None:
-    """When ``clearance.v1.status`` first reports ``target`` (default: the stream's last
-    sequence, read afresh each time)."""
+                   fleet: Fleet | None = None) -> tuple[int, float] | None:
+    """(the stream's last sequence, when) once ``clearance.v1.status`` reports it (and,
+    given the watcher's ``fleet``, the stream carries the whole manifest directory); None
+    if that does not happen within ``timeout``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        goal = target if target is not None else await last_seq(js)
+        target = await last_seq(js)
         revision = await status_revision(nc)
-        if goal is not None and revision is not None and revision >= goal:
-            return time.monotonic()
+        if target is not None and revision is not None and revision >= target:
+            reached = time.monotonic()
+            if fleet is None:
+                return target, reached
+            objects = Reference(())
+            objects.fold_all(await read_stream(js))
+            if not source_mismatches(objects, fleet):
+                return target, reached
         await asyncio.sleep(0.05)
     return None
 
@@ -468,8 +514,10 @@ async def run_scenario(scenario: Scenario, root: Path, *, rate: float = 500.0,
         checkpoints.start()
         checks.start()
         await asyncio.sleep(0.5)
-        run = Run(deployment, fleet, producer)
         spread = burst_seconds if scenario.burst_seconds is None else scenario.burst_seconds
+        run = Run(deployment, fleet, producer, burst_seconds=spread)
+        samples = StatusSamples(nc)
+        samples.start()
         bursting = asyncio.create_task(burst(run, scenario, events, spread))
         await scenario.fault(run)
         if run.healed is None:  # no fault but the producer's: recovery from its last event
@@ -478,10 +526,17 @@ async def run_scenario(scenario: Scenario, root: Path, *, rate: float = 500.0,
         healed = run.healed
         assert healed is not None
         backlog = await wait_last_seq(js)
-        caught_up = await converge(nc, js, CONVERGE_TIMEOUT, target=backlog)
-        await bursting
-        converged = await converge(nc, js, CONVERGE_TIMEOUT)
-        recovery = None if caught_up is None or converged is None else caught_up - healed
+        burst_done = await bursting
+        converged = await converge(nc, js, CONVERGE_TIMEOUT,
+                                   fleet=fleet if scenario.source == "manifests" else None)
+        await samples.stop()
+        recovery = None
+        if converged is not None:
+            # Healed after the burst: everything must be caught up; else what was on the
+            # stream when the fault was healed.
+            final, at = converged
+            reached = samples.reached(final if healed >= burst_done else backlog, after=healed)
+            recovery = (at if reached is None else min(at, reached)) - healed
         await asyncio.sleep(0.5)
         await checks.stop()
         final = await last_seq(js) or 0
