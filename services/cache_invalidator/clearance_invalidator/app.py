@@ -25,6 +25,14 @@ from clearance_runtime.cache import INVALIDATE
 from clearance_runtime.state import ChangeRecord
 
 log = logs.get(__name__)
+
+#: Trims the records up to the system revision *as stored*, atomically: after a rebuild
+#: wiped the store, this loop's own last revision may be far ahead of the records the
+#: compiler is writing again, and trimming to it would drop them unapplied.
+_TRIM = f"""
+local applied = tonumber(redis.call('GET', '{keys.INVALIDATED_REV}') or '0')
+return redis.call('XTRIM', '{keys.CHANGES}', 'MINID', (applied + 1) .. '-0')
+"""
 _record = msgspec.json.Decoder(ChangeRecord).decode
 _encode = msgspec.json.Encoder().encode
 
@@ -42,6 +50,7 @@ class Invalidator:
         self._nc = nc
         self._r = redis
         self._invalidate = redis.register_script(INVALIDATE)
+        self._trim = redis.register_script(_TRIM)
         self._revision = 0
 
     async def run(self) -> None:
@@ -63,7 +72,7 @@ class Invalidator:
             for _entry_id, fields in entries:
                 await self._apply(_record(fields[b"r"]))
             # Applied records are not needed again: ids are "<revision>-0".
-            await self._r.xtrim(keys.CHANGES, minid=f"{self._revision + 1}-0")
+            await self._trim()
         await health.beat(self._r, "cache-invalidator", self._revision)
 
     async def _apply(self, record: ChangeRecord) -> None:
