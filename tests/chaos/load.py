@@ -99,6 +99,10 @@ class Checks:
         if self._task is not None:
             await self._task
 
+    def cancel(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
     async def _run(self) -> None:
         pending: set[asyncio.Task[None]] = set()
         interval = 1.0 / self._rate
@@ -130,11 +134,15 @@ class Checkpoints:
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
+        self.cancel()
         if self._task is not None:
-            self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         await self._redis.aclose()
+
+    def cancel(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
 
     async def _run(self) -> None:
         best = 0

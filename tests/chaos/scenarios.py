@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 import nats
@@ -49,6 +49,7 @@ from tests.chaos.processes import Deployment, create_stream
 from tests.chaos.reference import Reference
 from tests.chaos.workload import PROBES, Change, Fleet, Producer, write_manifest
 
+T = TypeVar("T")
 FAULT_AT = 1.0  # seconds into the burst
 DOWN_FOR = 1.0
 RECOVERY_LIMIT = 10.0  # CONTRACT section 1: every event reflected within 10 s
@@ -271,10 +272,14 @@ class StatusSamples:
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
+        self.cancel()
         if self._task is not None:
-            self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+
+    def cancel(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
 
     async def _run(self) -> None:
         while True:
@@ -472,6 +477,18 @@ def source_mismatches(reference: Reference, fleet: Fleet) -> list[str]:
 
 
 # -- the driver ----------------------------------------------------------------------------
+async def _initial(scenario: Scenario, deployment: Deployment, fleet: Fleet,
+                   producer: Producer, js: JetStreamContext) -> None:
+    for change in fleet.initial():
+        if scenario.source == "manifests":
+            write_manifest(deployment.manifests, change)
+        else:
+            await producer.publish(*change)
+    if scenario.source == "manifests":
+        while (await last_seq(js) or 0) < len(fleet.live):  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+
+
 async def _quiet(exc: Exception) -> None:
     """The suite's own connections lose the server on purpose; nothing to report."""
 
@@ -481,11 +498,21 @@ async def _connect(url: str) -> Client:
                               connect_timeout=2, error_cb=_quiet)
 
 
+async def _within(seconds: float, what: str, step: Awaitable[T]) -> T:
+    """Every phase is bounded: a stuck phase fails the scenario, naming itself."""
+    try:
+        async with asyncio.timeout(seconds):
+            return await step
+    except TimeoutError:
+        raise RuntimeError(f"{what} did not finish within {seconds:.0f} s") from None
+
+
 async def run_scenario(scenario: Scenario, root: Path, *, rate: float = 500.0,
                        events: int = 1000, burst_seconds: float = 4.0, seed: int = 7) -> Row:
     deployment = Deployment(root)
     deployment.start_servers()
     clients: list[Client] = []
+    background: list[asyncio.Task[Any] | Checks | Checkpoints | StatusSamples] = []
     try:
         nc = await _connect(deployment.nats_url)
         load_nc = await _connect(deployment.nats_url)
@@ -497,14 +524,8 @@ async def run_scenario(scenario: Scenario, root: Path, *, rate: float = 500.0,
         deployment.start_all()
         fleet = Fleet(seed)
         producer = Producer(js)
-        for change in fleet.initial():
-            if scenario.source == "manifests":
-                write_manifest(deployment.manifests, change)
-            else:
-                await producer.publish(*change)
-        if scenario.source == "manifests":
-            while (await last_seq(js) or 0) < len(fleet.live):  # noqa: ASYNC110
-                await asyncio.sleep(0.05)
+        await _within(60, "publishing the initial fleet", _initial(
+            scenario, deployment, fleet, producer, js))
         if await converge(nc, js, 60.0) is None:
             raise RuntimeError(f"{scenario.name}: the system did not start "
                                f"(logs in {deployment.logs})")
@@ -513,20 +534,23 @@ async def run_scenario(scenario: Scenario, root: Path, *, rate: float = 500.0,
         checkpoints = Checkpoints(deployment.redis_url)
         checkpoints.start()
         checks.start()
+        background += [checks, checkpoints]
         await asyncio.sleep(0.5)
         spread = burst_seconds if scenario.burst_seconds is None else scenario.burst_seconds
         run = Run(deployment, fleet, producer, burst_seconds=spread)
         samples = StatusSamples(nc)
         samples.start()
+        background.append(samples)
         bursting = asyncio.create_task(burst(run, scenario, events, spread))
-        await scenario.fault(run)
+        background.append(bursting)
+        await _within(spread + 120, "the fault", scenario.fault(run))
         if run.healed is None:  # no fault but the producer's: recovery from its last event
-            await bursting
+            await _within(spread + 60, "the burst", asyncio.shield(bursting))
             run.heal()
         healed = run.healed
         assert healed is not None
-        backlog = await wait_last_seq(js)
-        burst_done = await bursting
+        backlog = await _within(30, "reading the stream's end", wait_last_seq(js))
+        burst_done = await _within(spread + 60, "the burst", asyncio.shield(bursting))
         converged = await converge(nc, js, CONVERGE_TIMEOUT,
                                    fleet=fleet if scenario.source == "manifests" else None)
         await samples.stop()
@@ -538,15 +562,19 @@ async def run_scenario(scenario: Scenario, root: Path, *, rate: float = 500.0,
             reached = samples.reached(final if healed >= burst_done else backlog, after=healed)
             recovery = (at if reached is None else min(at, reached)) - healed
         await asyncio.sleep(0.5)
-        await checks.stop()
-        final = await last_seq(js) or 0
-        sweep = await asyncio.gather(*(ask(load_nc, probe, min_revision=final, final=True,
-                                           timeout=6.0) for probe in PROBES))
-        stored = await read_state(deployment.redis_url)
-        messages = await read_stream(js)
+        await _within(10, "stopping the checks", checks.stop())
+        final = await _within(30, "reading the stream's end", wait_last_seq(js))
+        sweep = await _within(10, "the final sweep", asyncio.gather(*(
+            ask(load_nc, probe, min_revision=final, final=True, timeout=6.0)
+            for probe in PROBES)))
+        stored = await _within(10, "reading the compiled state",
+                               read_state(deployment.redis_url))
+        messages = await _within(30, "reading the stream", read_stream(js))
         await checkpoints.stop()
         crashed = deployment.exited()
     finally:
+        for task in background:
+            task.cancel()
         for client in clients:
             await client.close()
         deployment.close()
