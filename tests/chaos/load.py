@@ -6,6 +6,8 @@ the policy statuses the compiler publishes.
 - :class:`Checkpoints` samples ``clr:rev`` every 10 ms. The state a reply was computed
   from cannot be newer than the checkpoint read just after it arrived, so that value is
   the upper end of the revisions a reply may reflect.
+- :class:`StatusSamples` records ``clearance.v1.status`` every 50 ms (when the system
+  reached a revision).
 - :class:`Statuses` counts ``clearance.status.monitoraccesspolicy.*`` messages per
   revision: the compiler publishes one per policy event it folds, so a revision seen
   twice was folded twice.
@@ -20,6 +22,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 import nats.errors
@@ -30,6 +33,39 @@ from nats.aio.msg import Msg
 from tests.chaos.reference import Probe
 
 REQUEST_TIMEOUT = 2.0
+
+
+class Background:
+    """A loop in a task, stopped by an event rather than by cancellation alone: on Python
+    3.11 ``asyncio.wait_for`` (inside nats-py's request) swallows a cancellation that
+    arrives with the reply, and a loop that lost its cancellation would run for ever."""
+
+    def __init__(self) -> None:
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        task = self._task
+        if task is None:
+            return
+        while not task.done():
+            await asyncio.wait({task}, timeout=5.0)
+            if not task.done():
+                task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    def cancel(self) -> None:
+        self._stopping.set()
+        if self._task is not None:
+            self._task.cancel()
 
 
 class Reply(msgspec.Struct, kw_only=True):
@@ -81,33 +117,20 @@ async def ask(nc: Client, probe: Probe, *, min_revision: int | None = None,
                  allowed=body.allowed, revision=body.revision, final=final)
 
 
-class Checks:
+class Checks(Background):
     def __init__(self, nc: Client, probes: Sequence[Probe], *, rate: float, seed: int) -> None:
+        super().__init__()
         self._nc = nc
         self._probes = list(probes)
         self._rate = rate
         self._rng = random.Random(seed)
         self.replies: list[Reply] = []
-        self._stop = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
-
-    async def stop(self) -> None:
-        self._stop.set()
-        if self._task is not None:
-            await self._task
-
-    def cancel(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
 
     async def _run(self) -> None:
         pending: set[asyncio.Task[None]] = set()
         interval = 1.0 / self._rate
         next_at = time.monotonic()
-        while not self._stop.is_set():
+        while not self._stopping.is_set():
             now = time.monotonic()
             while next_at <= now:
                 task = asyncio.create_task(self._one(self._rng.choice(self._probes)))
@@ -115,38 +138,28 @@ class Checks:
                 task.add_done_callback(pending.discard)
                 next_at += interval
             await asyncio.sleep(max(0.0, next_at - time.monotonic()))
-        if pending:
-            await asyncio.gather(*pending)
+        if pending:  # each is bounded by its request timeout
+            await asyncio.wait(pending, timeout=2 * REQUEST_TIMEOUT)
 
     async def _one(self, probe: Probe) -> None:
         self.replies.append(await ask(self._nc, probe))
 
 
-class Checkpoints:
+class Checkpoints(Background):
     def __init__(self, redis_url: str) -> None:
+        super().__init__()
         self._redis = aioredis.from_url(redis_url, socket_timeout=0.5,
                                         socket_connect_timeout=0.5)
         self.times: list[float] = []
         self.highest: list[int] = []
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
-        self.cancel()
-        if self._task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await super().stop()
         await self._redis.aclose()
-
-    def cancel(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
 
     async def _run(self) -> None:
         best = 0
-        while True:
+        while not self._stopping.is_set():
             try:
                 raw = await self._redis.get("clr:rev")
                 best = max(best, int(raw or 0))
@@ -162,6 +175,34 @@ class Checkpoints:
         if index >= len(self.highest):
             return self.highest[-1] if self.highest else 0
         return self.highest[index]
+
+
+class StatusSamples(Background):
+    """``clearance.v1.status`` every 50 ms: when the system first reached a revision."""
+
+    def __init__(self, nc: Client) -> None:
+        super().__init__()
+        self._nc = nc
+        self.samples: list[tuple[float, int]] = []
+
+    async def _run(self) -> None:
+        while not self._stopping.is_set():
+            revision = await status_revision(self._nc)
+            if revision is not None:
+                self.samples.append((time.monotonic(), revision))
+            await asyncio.sleep(0.05)
+
+    def reached(self, revision: int, *, after: float) -> float | None:
+        return next((t for t, r in self.samples if t >= after and r >= revision), None)
+
+
+async def status_revision(nc: Client) -> int | None:
+    try:
+        reply = await nc.request("clearance.v1.status", b"{}", timeout=1.0)
+    except (TimeoutError, nats.errors.Error):
+        return None
+    revision = msgspec.json.decode(reply.data, type=dict[str, Any]).get("revision")
+    return revision if isinstance(revision, int) else None
 
 
 class Statuses:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import signal
 import time
 from collections import Counter
@@ -44,7 +43,16 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from clearance_core.fold import cluster_labels, group_users
 from clearance_core.kinds import ObjectRef, ref_of
 from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS
-from tests.chaos.load import Checkpoints, Checks, Reply, Statuses, ask
+from tests.chaos.load import (
+    Background,
+    Checkpoints,
+    Checks,
+    Reply,
+    Statuses,
+    StatusSamples,
+    ask,
+    status_revision,
+)
 from tests.chaos.processes import Deployment, create_stream
 from tests.chaos.reference import Reference
 from tests.chaos.workload import PROBES, Change, Fleet, Producer, write_manifest
@@ -161,7 +169,7 @@ def flush_valkey(at: float) -> Fault:
 async def second_compiler(run: Run) -> None:
     await run.at(0.0)
     run.deployment.start("compiler", slot="compiler-2")
-    await asyncio.sleep(3.0)
+    await run.at(run.burst_seconds)
     run.deployment.signal("compiler-2", signal.SIGTERM)
     run.heal()
 
@@ -192,7 +200,7 @@ SCENARIOS = (
     Scenario("duplicate publications", no_fault, producer="duplicates", ci=True),
     Scenario("reordered publications", no_fault, producer="reorder"),
     Scenario("producer republishes a whole relist", no_fault, producer="relist"),
-    Scenario("two compilers at once (a second one for 3 s)", second_compiler),
+    Scenario("two compilers at once (a second one through the burst)", second_compiler),
 )
 
 
@@ -251,49 +259,11 @@ async def last_seq(js: JetStreamContext) -> int | None:
         return None
 
 
-async def status_revision(nc: Client) -> int | None:
-    try:
-        reply = await nc.request("clearance.v1.status", b"{}", timeout=1.0)
-    except (TimeoutError, nats.errors.Error):
-        return None
-    revision = msgspec.json.decode(reply.data, type=dict[str, Any]).get("revision")
-    return revision if isinstance(revision, int) else None
-
-
-class StatusSamples:
-    """``clearance.v1.status`` every 50 ms: when the system first reached a revision."""
-
-    def __init__(self, nc: Client) -> None:
-        self._nc = nc
-        self.samples: list[tuple[float, int]] = []
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
-
-    async def stop(self) -> None:
-        self.cancel()
-        if self._task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    def cancel(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-
-    async def _run(self) -> None:
-        while True:
-            revision = await status_revision(self._nc)
-            if revision is not None:
-                self.samples.append((time.monotonic(), revision))
-            await asyncio.sleep(0.05)
-
-    def reached(self, revision: int, *, after: float) -> float | None:
-        return next((t for t, r in self.samples if t >= after and r >= revision), None)
-
-
-async def wait_last_seq(js: JetStreamContext) -> int:
-    while (seq := await last_seq(js)) is None:  # noqa: ASYNC110
+async def wait_last_seq(js: JetStreamContext, timeout: float = 30.0) -> int:
+    deadline = time.monotonic() + timeout
+    while (seq := await last_seq(js)) is None:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the stream did not answer within {timeout:.0f} s")
         await asyncio.sleep(0.05)
     return seq
 
@@ -512,7 +482,7 @@ async def run_scenario(scenario: Scenario, root: Path, *, rate: float = 500.0,
     deployment = Deployment(root)
     deployment.start_servers()
     clients: list[Client] = []
-    background: list[asyncio.Task[Any] | Checks | Checkpoints | StatusSamples] = []
+    background: list[asyncio.Task[Any] | Background] = []
     try:
         nc = await _connect(deployment.nats_url)
         load_nc = await _connect(deployment.nats_url)
@@ -549,7 +519,7 @@ async def run_scenario(scenario: Scenario, root: Path, *, rate: float = 500.0,
             run.heal()
         healed = run.healed
         assert healed is not None
-        backlog = await _within(30, "reading the stream's end", wait_last_seq(js))
+        backlog = await _within(40, "reading the stream's end", wait_last_seq(js))
         burst_done = await _within(spread + 60, "the burst", asyncio.shield(bursting))
         converged = await converge(nc, js, CONVERGE_TIMEOUT,
                                    fleet=fleet if scenario.source == "manifests" else None)
@@ -563,7 +533,7 @@ async def run_scenario(scenario: Scenario, root: Path, *, rate: float = 500.0,
             recovery = (at if reached is None else min(at, reached)) - healed
         await asyncio.sleep(0.5)
         await _within(10, "stopping the checks", checks.stop())
-        final = await _within(30, "reading the stream's end", wait_last_seq(js))
+        final = await _within(40, "reading the stream's end", wait_last_seq(js))
         sweep = await _within(10, "the final sweep", asyncio.gather(*(
             ask(load_nc, probe, min_revision=final, final=True, timeout=6.0)
             for probe in PROBES)))
