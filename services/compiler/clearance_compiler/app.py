@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-import nats.errors
 import redis.asyncio as aioredis
 from nats.aio.client import Client
 from nats.js import JetStreamContext
@@ -111,7 +110,10 @@ class Compiler:
         while True:
             try:
                 msgs = await sub.fetch(BATCH, timeout=1.0)
-            except nats.errors.TimeoutError:
+            except TimeoutError:
+                # nats-py raises its own TimeoutError, and a bare asyncio one when the
+                # deadline runs out between its two pull requests (a loaded machine):
+                # either way nothing arrived, which is no reason to rebuild the consumer.
                 msgs = []
             if not await self._in_sync():
                 log.warning("compiled_state_lost", position=self._position)
