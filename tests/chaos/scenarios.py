@@ -174,6 +174,19 @@ async def second_compiler(run: Run) -> None:
     run.heal()
 
 
+async def zombie_compiler(run: Run) -> None:
+    """The compiler freezes mid-batch (a long GC pause, a paused pod), a replacement
+    starts and catches up, then the old one wakes and finishes the batch it holds."""
+    await run.at(0.3)
+    run.deployment.signal("compiler", signal.SIGSTOP)
+    run.deployment.start("compiler", slot="compiler-2")
+    await asyncio.sleep(3.0)
+    run.deployment.signal("compiler", signal.SIGCONT)
+    await asyncio.sleep(2.0)
+    run.deployment.signal("compiler-2", signal.SIGTERM)
+    run.heal()
+
+
 async def no_fault(run: Run) -> None:
     return None
 
@@ -201,6 +214,8 @@ SCENARIOS = (
     Scenario("reordered publications", no_fault, producer="reorder"),
     Scenario("producer republishes a whole relist", no_fault, producer="relist"),
     Scenario("two compilers at once (a second one through the burst)", second_compiler),
+    Scenario("a frozen compiler wakes after its replacement took over", zombie_compiler,
+             burst_seconds=0.0),
 )
 
 
