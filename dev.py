@@ -5,6 +5,7 @@
     python3 dev.py test    # set up .venv/ and run the full test suite
     python3 dev.py bench   # benchmarks (not tests)
     python3 dev.py fuzz    # fuzz campaign on a running system (>= 100,000 requests), counts
+    python3 dev.py chaos   # the fault suite on real processes; prints its table
     python3 dev.py lint    # ruff, mypy --strict, import-linter, schema drift
     python3 dev.py soak    # steady mixed load with policy churn, watched (--minutes 30)
 
@@ -50,12 +51,12 @@ def main() -> int:
     ensure_venv()
     just = [str(BIN / "just"), "--justfile", str(ROOT / "justfile"), "--working-directory",
             str(ROOT)]
-    if command in ("up", "test", "bench", "fuzz", "soak", "lint", "schemas"):
+    if command in ("up", "test", "bench", "fuzz", "chaos", "soak", "lint", "schemas"):
         return subprocess.call([*just, command, *rest])
     if command == "setup":
         return 0
     raise SystemExit(
-        f"unknown command {command!r}: use up, test, bench, fuzz, soak, lint or setup")
+        f"unknown command {command!r}: use up, test, bench, fuzz, chaos, soak, lint or setup")
 
 
 if __name__ == "__main__":

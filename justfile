@@ -27,6 +27,12 @@ soak *args:
 fuzz *args:
     {{venv}}/python -m tests.fuzz.run "$@"
 
+# The fault suite on real processes (kill -9, server restarts, SIGSTOP, a flushed store,
+# a misbehaving producer): every reply checked against a reference; prints the table.
+# `--ci` runs the subset `test` runs; `--readme` writes the table into README.md.
+chaos *args:
+    {{venv}}/python -m tests.chaos "$@"
+
 # ruff, mypy --strict, import-linter layers, proto-schemas drift.
 lint:
     {{venv}}/ruff check libs services tests bench

@@ -7,7 +7,8 @@ email, every effective group, its cluster and its principal; the invalidator del
 exactly the entries of the indexes an event names — no keyspace scans.
 
 Reads from concurrent requests are coalesced: all the lookups issued in one event-loop
-iteration travel as a single MGET (together with the system revision).
+iteration travel as a single MGET (together with the system revision and the rebuild
+marker: no entry is served while the compiled state is lost or being rebuilt).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import msgspec
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from clearance_runtime import keys, metrics
+from clearance_runtime import health, keys, metrics
 
 # Memory layout (see keys.py): only cache entries carry a TTL, so under Valkey's
 # ``volatile-*`` eviction they are the only keys that can be evicted. Index sets carry no
@@ -59,7 +60,9 @@ return removed
 """
 
 #: Deletes every entry listed in the given index sets (KEYS) and the sets themselves,
-#: then advances the invalidated revision (ARGV[1]) — atomically.
+#: then advances the invalidated revision (ARGV[1]) — atomically. The system revision
+#: never passes the compiler's checkpoint: a record read before the store was wiped for
+#: a rebuild must not announce a revision the rebuilt state has not reached.
 INVALIDATE = f"""
 local n = 0
 for _, idx in ipairs(KEYS) do
@@ -76,7 +79,11 @@ if ARGV[2] == '1' then
   redis.call('DEL', '{keys.CACHE_ALL}')
 end
 local current = tonumber(redis.call('GET', '{keys.INVALIDATED_REV}') or '0')
-if tonumber(ARGV[1]) > current then redis.call('SET', '{keys.INVALIDATED_REV}', ARGV[1]) end
+local compiled = tonumber(redis.call('GET', '{keys.REV}') or '0')
+local revision = tonumber(ARGV[1])
+if revision > current and revision <= compiled then
+  redis.call('SET', '{keys.INVALIDATED_REV}', ARGV[1])
+end
 return n
 """
 
@@ -138,18 +145,23 @@ class DecisionCache:
         self,
         batch: list[tuple[Sequence[str], asyncio.Future[tuple[int, list[bytes | None]]]]],
     ) -> None:
-        flat = [keys.INVALIDATED_REV]
+        flat = [keys.INVALIDATED_REV, keys.BUILT]
         for cache_keys, _ in batch:
             flat.extend(cache_keys)
         try:
             values: list[Any] = await self._r.mget(flat)
         except Exception as exc:
+            values = []
+            failure: Exception | None = exc
+        else:
+            revision = int(values[0] or 0)
+            failure = health.rebuilding(revision, values[1])
+        if failure is not None:
             for _, future in batch:
                 if not future.done():
-                    future.set_exception(exc)
+                    future.set_exception(failure)
             return
-        revision = int(values[0] or 0)
-        position = 1
+        position = 2
         for cache_keys, future in batch:
             chunk = values[position : position + len(cache_keys)]
             position += len(cache_keys)

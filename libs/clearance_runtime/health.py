@@ -13,7 +13,7 @@ import time
 
 import redis.asyncio as aioredis
 
-from clearance_core.errors import Stale
+from clearance_core.errors import Stale, Unavailable
 from clearance_runtime import keys, probes
 
 SERVICES = ("watcher", "compiler", "cache-invalidator", "decision")
@@ -51,6 +51,21 @@ async def services(redis: aioredis.Redis) -> dict[str, tuple[int, bool]]:
 
 async def revision(redis: aioredis.Redis) -> int:
     return int(await redis.get(keys.INVALIDATED_REV) or 0)
+
+
+def rebuilding(revision: int, built: bytes | str | int | None) -> Unavailable | None:
+    """The error to answer while the compiled state is not whole: the store lost it
+    (``clr:built`` gone: flushed, restarted empty, never built) or its rebuild has not
+    yet reached the stream's end as it was when the rebuild began (``clr:built`` holds
+    that sequence). Until then an answer could come from part of the state and carry a
+    revision lower than one already announced; after it, both are whole again."""
+    if built is None or built is False:
+        return Unavailable("the compiled state is lost; it is being rebuilt from the stream")
+    target = int(built)
+    if revision < target:
+        return Unavailable(f"the compiled state is being rebuilt from the stream "
+                           f"(revision {revision} of {target})")
+    return None
 
 
 async def wait_for(redis: aioredis.Redis, minimum: int, timeout_ms: int | None) -> int:

@@ -6,6 +6,10 @@ two keys collide (a ClusterPulse defect: ``policy:{ns}:{name}`` vs ``policy:user
 
 Compiled state (written only by the compiler, in one MULTI per event):
     clr:rev                 last stream sequence folded (the compiler's checkpoint)
+    clr:built               set (with a wipe of all derived keys) when the compiler starts
+                            building from the stream's first event; no per-event write
+                            touches it, so a store holding a checkpoint without it was
+                            flushed or replaced underneath and holds part of the state
     clr:pol                 HASH  "ns/name" -> msgpack CompiledPolicy
     clr:pidx:u:<name>       SET   policy keys naming a user (username or email)
     clr:pidx:sa:<username>  SET   policy keys naming a service account
@@ -49,6 +53,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 REV = "clr:rev"
+BUILT = "clr:built"
 POLICIES = "clr:pol"
 CLUSTERS = "clr:mc"
 POLICY_OBJECTS = "clr:polraw"

@@ -3,6 +3,8 @@
 A Lua script gathers, atomically, everything a decision needs for one principal: the
 compiler's revision, the Groups listing the user, the candidate policies (from the user,
 email, service-account and group indexes) and the labels of the clusters asked about.
+While the compiled state is lost or being rebuilt it returns nothing, and the read is
+``unavailable`` (see ``health.rebuilding``).
 One round trip, and no torn read between a policy and its indexes.
 
 The script names no key of its own: every key comes from :mod:`.keys`. It is given the
@@ -19,7 +21,7 @@ import msgspec
 import redis.asyncio as aioredis
 
 from clearance_core.policy import CompiledPolicy
-from clearance_runtime import keys
+from clearance_runtime import health, keys
 from clearance_runtime.state import decode_policy
 
 _MEMBER_OF = keys.prefix(keys.member_of)
@@ -30,6 +32,8 @@ _BY_GROUP = keys.prefix(keys.policy_by_group)
 _SNAPSHOT = f"""
 local crev = redis.call('GET', '{keys.REV}') or '0'
 local irev = redis.call('GET', '{keys.INVALIDATED_REV}') or '0'
+local built = redis.call('GET', '{keys.BUILT}')
+if not built or tonumber(irev) < tonumber(built) then return {{irev, built}} end
 local username, email = ARGV[1], ARGV[2]
 local ngroups = tonumber(ARGV[3])
 local groups, gseen = {{}}, {{}}
@@ -110,7 +114,12 @@ class SnapshotReader:
         """``clusters=None``: every cluster of the inventory."""
         wanted = ["*"] if clusters is None else list(clusters)
         argv: list[str | int] = [username, email or "", len(groups), *groups, *wanted]
-        crev, irev, member, blobs, names, labels = await self._script(args=argv)
+        found = await self._script(args=argv)
+        if len(found) == 2:  # lost or being rebuilt
+            error = health.rebuilding(int(found[0]), found[1])
+            assert error is not None
+            raise error
+        crev, irev, member, blobs, names, labels = found
         policies = [self._policy(b) for b in blobs if b]
         cluster_labels: dict[str, dict[str, str]] = {}
         for name, raw in zip(names, labels, strict=True):

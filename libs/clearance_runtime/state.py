@@ -120,16 +120,52 @@ class _Recorder:
         self.commands.append(("SREM", key, member))
 
 
+#: Deletes every derived key — compiled state, change records, the system revision, the
+#: decision cache — and marks the store as being built from the stream's first event up
+#: to ARGV[1] (decisions wait for the system revision to get there), in one atomic step.
+#: Heartbeats and cache statistics are operational, not derived: kept.
+_WIPE = f"""
+local cursor, n = '0', 0
+repeat
+  local page = redis.call('SCAN', cursor, 'MATCH', 'clr:*', 'COUNT', 1000)
+  cursor = page[1]
+  for _, k in ipairs(page[2]) do
+    if string.sub(k, 1, 8) ~= 'clr:svc:' and k ~= '{keys.STATS}' then
+      n = n + redis.call('UNLINK', k)
+    end
+  end
+until cursor == '0'
+redis.call('SET', '{keys.BUILT}', ARGV[1])
+return n
+"""
+
+
 class StateStore:
     def __init__(self, redis: aioredis.Redis) -> None:
         self._r = redis
         self._expected: int | None = None
         self._commit = redis.register_script(_COMMIT)
+        self._wipe = redis.register_script(_WIPE)
 
     async def checkpoint(self) -> int | None:
         """The last folded sequence, or None when Redis holds no compiled state at all."""
         raw = await self._r.get(keys.REV)
         return int(raw) if raw is not None else None
+
+    async def position(self) -> tuple[int | None, bool]:
+        """(checkpoint, built): ``built`` is False when the store was flushed or replaced
+        since the compiled state was built — whatever checkpoint it holds then was
+        written onto an empty store and the state under it is partial."""
+        async with self._r.pipeline(transaction=False) as pipe:
+            pipe.get(keys.REV)
+            pipe.exists(keys.BUILT)
+            raw, built = await pipe.execute()
+        return (int(raw) if raw is not None else None), bool(built)
+
+    async def wipe(self, target: int) -> int:
+        """Delete all derived state and start a build from the first event; decisions are
+        unavailable until the system revision reaches ``target`` (atomic)."""
+        return int(await self._wipe(args=[target]))
 
     async def policy(self, key: str) -> CompiledPolicy | None:
         blob = await self._r.hget(keys.POLICIES, key)

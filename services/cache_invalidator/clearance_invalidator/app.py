@@ -26,6 +26,14 @@ from clearance_runtime.cache import INVALIDATE
 from clearance_runtime.state import ChangeRecord
 
 log = logs.get(__name__)
+
+#: Trims the records up to the system revision *as stored*, atomically: after a rebuild
+#: wiped the store, this loop's own last revision may be far ahead of the records the
+#: compiler is writing again, and trimming to it would drop them unapplied.
+_TRIM = f"""
+local applied = tonumber(redis.call('GET', '{keys.INVALIDATED_REV}') or '0')
+return redis.call('XTRIM', '{keys.CHANGES}', 'MINID', (applied + 1) .. '-0')
+"""
 _record = msgspec.json.Decoder(ChangeRecord).decode
 _encode = msgspec.json.Encoder().encode
 
@@ -49,6 +57,7 @@ class Invalidator:
         self._nc = nc
         self._r = redis
         self._invalidate = redis.register_script(INVALIDATE)
+        self._trim = redis.register_script(_TRIM)
         self._revision = 0
 
     async def run(self) -> None:
@@ -74,7 +83,7 @@ class Invalidator:
             for _entry_id, fields in entries:
                 await self._apply(_record(fields[b"r"]))
             # Applied records are not needed again: ids are "<revision>-0".
-            await self._r.xtrim(keys.CHANGES, minid=f"{self._revision + 1}-0")
+            await self._trim()
         # Behind by what the compiler has folded and this loop has not yet applied.
         compiled = int(await self._r.get(keys.REV) or 0)
         lag = max(compiled - self._revision, 0)

@@ -2,9 +2,16 @@
 
 The Redis checkpoint ``clr:rev`` is the truth about where folding stands (it is written
 in the same MULTI as the state), so at start the durable consumer ``clearance-compiler``
-is (re)created to deliver from ``checkpoint + 1``. An empty Redis therefore replays the
-stream from the start; a Redis flushed while running is noticed (checkpoint gone or
-moved) and rebuilt the same way. One consumer, in order: folding is order-sensitive.
+is (re)created to deliver from ``checkpoint + 1``. One consumer, in order: folding is
+order-sensitive.
+
+A store that lost its state (flushed, or restarted empty) is rebuilt from the stream's
+first event. Its checkpoint alone cannot tell: events folded after a flush write it
+again, onto an empty store. So a build starts by wiping every derived key and setting
+``clr:built`` to the stream's last sequence, which no event's transaction writes; a store
+without it holds part of the state at best, and is wiped and rebuilt. Checked at start
+and before every batch. Decisions are ``unavailable`` while ``clr:built`` is missing or
+ahead of the system revision (``health.rebuilding``).
 """
 
 from __future__ import annotations
@@ -12,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-import nats.errors
 import redis.asyncio as aioredis
 from nats.aio.client import Client
 from nats.js import JetStreamContext
@@ -43,7 +49,7 @@ class Compiler:
         while True:
             try:
                 await bus.ensure_stream(self._js)
-                checkpoint = await self._store.checkpoint() or 0
+                checkpoint = await self._resume_from()
                 self._position = checkpoint
                 self._store.expect(checkpoint)
                 self._folder.reset()
@@ -83,15 +89,34 @@ class Compiler:
             EVENTS_SUBJECTS, durable=DURABLE, stream=EVENTS_STREAM, config=config
         )
 
+    async def _resume_from(self) -> int:
+        """The checkpoint to continue after; 0 once a store that lost its state (or never
+        had any) has been wiped for a build from the first event."""
+        checkpoint, built = await self._store.position()
+        if built:
+            return checkpoint or 0
+        if checkpoint is not None:
+            log.warning("compiled_state_partial", checkpoint=checkpoint)
+        target = (await self._js.stream_info(EVENTS_STREAM)).state.last_seq
+        removed = await self._store.wipe(target)
+        log.info("compiled_state_rebuilding", removed_keys=removed, until=target)
+        return 0
+
     async def _in_sync(self) -> bool:
-        """False when Redis no longer holds the state this loop built (flushed, restored)."""
-        return (await self._store.checkpoint() or 0) == self._position
+        """False when Redis no longer holds the state this loop built: flushed or
+        restarted empty (``clr:built`` gone, even if a fold rewrote the checkpoint since),
+        or restored to another checkpoint."""
+        checkpoint, built = await self._store.position()
+        return built and (checkpoint or 0) == self._position
 
     async def _consume(self, sub: JetStreamContext.PullSubscription) -> None:
         while True:
             try:
                 msgs = await sub.fetch(BATCH, timeout=1.0)
-            except nats.errors.TimeoutError:
+            except TimeoutError:
+                # nats-py raises its own TimeoutError, and a bare asyncio one when the
+                # deadline runs out between its two pull requests (a loaded machine):
+                # either way nothing arrived, which is no reason to rebuild the consumer.
                 msgs = []
             if not await self._in_sync():
                 log.warning("compiled_state_lost", position=self._position)
