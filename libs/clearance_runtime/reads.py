@@ -104,6 +104,14 @@ class Reads:
         """The system revision: every event up to it is compiled, indexed and invalidated."""
         return await health.revision(self._r)
 
+    async def ensure_whole(self) -> None:
+        """``Unavailable`` while the compiled state is lost or being rebuilt (for the
+        subjects whose reads do not already check it, as the snapshot and cache do)."""
+        revision, built = await self._r.mget([keys.INVALIDATED_REV, keys.BUILT])
+        error = health.rebuilding(int(revision or 0), built)
+        if error is not None:
+            raise error
+
     async def wait_for(self, minimum: int, timeout_ms: int | None) -> int:
         """Wait until the system revision reaches ``minimum`` (``Stale`` after the timeout).
         Always asked of Redis: a flushed store being rebuilt must not be mistaken for one

@@ -118,3 +118,30 @@ async def test_a_change_record_read_before_a_rebuild_neither_announces_nor_trims
     finally:
         await nc.close()
         await r.aclose()
+
+
+@pytest.mark.parametrize(("subject", "body"), [
+    ("clearance.v1.review.subject", {"apiVersion": "authorization.k8s.io/v1",
+                                     "kind": "SubjectAccessReview",
+                                     "spec": {"user": "alice", "resourceAttributes": {
+                                         "verb": "get", "resource": "pods"}}}),
+    ("clearance.v1.review.rules", {"spec": {"namespace": "ns"}, "user": "alice"}),
+    ("clearance.v1.search.plan", {"principal": {"username": "alice"}}),
+    ("clearance.v1.policy-status", {"kind": "MonitorAccessPolicy", "namespace": "ns",
+                                    "name": "p"}),
+    ("clearance.v1.check.batch", {"principal": {"username": "alice"}, "checks": []}),
+])
+async def test_reviews_search_and_status_also_wait_for_a_whole_state(
+        system: System, clean_servers: Servers, subject: str, body: dict[str, Any]) -> None:
+    """Every subject that reads compiled state answers ``unavailable`` mid-rebuild."""
+    r = aioredis.from_url(clean_servers.redis_url)
+    try:
+        revision = int(await r.get(keys.INVALIDATED_REV) or 0)
+        await r.set(keys.BUILT, revision + 1000)  # a rebuild that has far to go
+        reply = await system.request(subject, body)
+        assert reply["error"]["code"] == "unavailable"
+        await r.set(keys.BUILT, revision)  # caught up
+        reply = await system.request(subject, body)
+        assert "error" not in reply or reply["error"]["code"] == "not_found"
+    finally:
+        await r.aclose()

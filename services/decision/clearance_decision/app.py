@@ -59,20 +59,20 @@ class DecisionService:
         review, operations = Reviews(self._reads), Operations(self._reads, self._cache)
         self.routes: dict[str, Route] = route_table({
             SUBJECT_CHECK: Serve(self._checks.check),
-            SUBJECT_BATCH: Serve(self._checks.batch, validate=validate_batch),
+            SUBJECT_BATCH: Serve(self._checks.batch, validate=validate_batch, whole=True),
             SUBJECT_STATUS: Serve(operations.status),
             SUBJECT_FILTER: Serve(lists.filter),
             SUBJECT_METRICS: Serve(lists.metrics),
             SUBJECT_CUSTOM_TYPES: Serve(lists.custom_types),
-            SUBJECT_REVIEW_SUBJECT: Serve(review.subject, encode=reviews.echo),
-            SUBJECT_REVIEW_RULES: Serve(review.rules),
-            SUBJECT_REVIEW_RESOURCE: Serve(review.resource),
-            SUBJECT_SEARCH_FILTER: Serve(review.search_filter),
-            SUBJECT_SEARCH_PLAN: Serve(review.search_plan),
+            SUBJECT_REVIEW_SUBJECT: Serve(review.subject, encode=reviews.echo, whole=True),
+            SUBJECT_REVIEW_RULES: Serve(review.rules, whole=True),
+            SUBJECT_REVIEW_RESOURCE: Serve(review.resource, whole=True),
+            SUBJECT_SEARCH_FILTER: Serve(review.search_filter, whole=True),
+            SUBJECT_SEARCH_PLAN: Serve(review.search_plan, whole=True),
             SUBJECT_PERMISSIONS: Serve(views.permissions),
             SUBJECT_POLICIES: Serve(views.policies),
             SUBJECT_CACHE_CLEAR: Serve(operations.cache_clear),
-            SUBJECT_POLICY_STATUS: Serve(operations.policy_status),
+            SUBJECT_POLICY_STATUS: Serve(operations.policy_status, whole=True),
         }, self._reads)
         self._responder = Responder(nc, queue=QUEUE)
         self._revision = 0

@@ -39,6 +39,9 @@ class Serve(NamedTuple):
     #: that can never be answered is refused at once rather than after a wait.
     validate: Callable[[Any], None] | None = None
     encode: Encoder | None = None
+    #: Answer ``unavailable`` while the compiled state is being rebuilt. Checks, lists and
+    #: views get this from their snapshot and cache reads; the others ask first.
+    whole: bool = False
 
 
 class Route:
@@ -49,7 +52,9 @@ class Route:
         _check_types(subject, serve.handler, request_type, reply_type)
         self.subject = subject
         self._decoder = msgspec.json.Decoder(request_type)
-        self._handler, self._validate, self._encoder = serve
+        self._handler, self._validate, self._encoder = serve.handler, serve.validate, \
+            serve.encode
+        self._whole = serve.whole
         self._reads = reads
 
     def decode(self, body: bytes) -> Any:
@@ -64,6 +69,8 @@ class Route:
         try:
             if request.min_revision is not None:
                 await self._reads.wait_for(request.min_revision, request.timeout_ms)
+            if self._whole:
+                await self._reads.ensure_whole()
             reply = await (handler or self._handler)(request)
         except STORE_OUTAGES as exc:
             raise unavailable(exc) from None
