@@ -4,7 +4,7 @@ Every key starts with ``clr:`` and a fixed kind prefix; the variable part is alw
 *last* segment and is never parsed back, so names containing ``:`` or ``,`` cannot make
 two keys collide (a ClusterPulse defect: ``policy:{ns}:{name}`` vs ``policy:user:*``).
 
-Compiled state (written only by the compiler, in one MULTI per event):
+Compiled state (written only by the compiler, in one fenced Lua script per event):
     clr:rev                 last stream sequence folded (the compiler's checkpoint)
     clr:built               set (with a wipe of all derived keys) when the compiler starts
                             building from the stream's first event; no per-event write

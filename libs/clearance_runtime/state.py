@@ -147,11 +147,6 @@ class StateStore:
         self._commit = redis.register_script(_COMMIT)
         self._wipe = redis.register_script(_WIPE)
 
-    async def checkpoint(self) -> int | None:
-        """The last folded sequence, or None when Redis holds no compiled state at all."""
-        raw = await self._r.get(keys.REV)
-        return int(raw) if raw is not None else None
-
     async def position(self) -> tuple[int | None, bool]:
         """(checkpoint, built): ``built`` is False when the store was flushed or replaced
         since the compiled state was built — whatever checkpoint it holds then was
@@ -166,10 +161,6 @@ class StateStore:
         """Delete all derived state and start a build from the first event; decisions are
         unavailable until the system revision reaches ``target`` (atomic)."""
         return int(await self._wipe(args=[target]))
-
-    async def policy(self, key: str) -> CompiledPolicy | None:
-        blob = await self._r.hget(keys.POLICIES, key)
-        return decode_policy(blob) if isinstance(blob, bytes) else None
 
     async def load_model(self) -> Model:
         """The compiled state, for the compiler to hold in memory (one round trip)."""
