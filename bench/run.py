@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import nats
@@ -153,20 +153,37 @@ def teardown(procs: list[subprocess.Popen[bytes]], srvs: list[servers.Server]) -
             srv.kill()
 
 
+class Servers(NamedTuple):
+    nats: servers.Server
+    valkey: servers.Server
+    nats_url: str
+    redis_url: str
+    env: dict[str, str]  # for services started against them
+
+
+CLEARANCE = str(Path(sys.executable).parent / "clearance")
+
+
+def start_servers(prefix: str, **settings: str) -> Servers:
+    """nats-server and valkey-server on free ports in a fresh directory, started."""
+    state = Path(tempfile.mkdtemp(prefix=prefix))
+    nats_srv, nats_url = servers.nats_server(state / "nats")
+    valkey_srv, redis_url = servers.valkey_server(state / "valkey", persist=False)
+    nats_srv.start()
+    valkey_srv.start()
+    env = {**os.environ, "CLEARANCE_NATS_URL": nats_url, "CLEARANCE_REDIS_URL": redis_url,
+           "CLEARANCE_LOG_LEVEL": "WARNING", **settings}
+    return Servers(nats_srv, valkey_srv, nats_url, redis_url, env)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--inflight", type=int, default=64)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    state = Path(tempfile.mkdtemp(prefix="clearance-bench-"))
-    nats_srv, nats_url = servers.nats_server(state / "nats")
-    valkey_srv, redis_url = servers.valkey_server(state / "valkey", persist=False)
-    nats_srv.start()
-    valkey_srv.start()
-    env = {**os.environ, "CLEARANCE_NATS_URL": nats_url, "CLEARANCE_REDIS_URL": redis_url,
-           "CLEARANCE_LOG_LEVEL": "WARNING"}
-    clearance = str(Path(sys.executable).parent / "clearance")
+    nats_srv, valkey_srv, nats_url, redis_url, env = start_servers("clearance-bench-")
+    clearance = CLEARANCE
     procs = [spawn([clearance, "run", name], env)
              for name in ("compiler", "cache-invalidator", "decision")]
     procs.append(spawn([sys.executable, str(ROOT / "bench" / "echo.py"), nats_url,

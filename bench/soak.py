@@ -18,11 +18,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import random
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,9 +31,9 @@ import redis.asyncio as aioredis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rbac_fleet
-from run import POLICIES, PRINCIPALS, fleet, spawn, teardown
+from run import CLEARANCE, POLICIES, PRINCIPALS, fleet, spawn, start_servers, teardown
 
-from clearance_runtime import bus, servers
+from clearance_runtime import bus
 
 SERVICES = ("compiler", "cache-invalidator", "decision")
 GROWTH_LIMIT = 1.5
@@ -144,16 +142,9 @@ async def main() -> int:
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--rate", type=float, default=150.0, help="requests per second")
     args = parser.parse_args()
-    state = Path(tempfile.mkdtemp(prefix="clearance-soak-"))
-    nats_srv, nats_url = servers.nats_server(state / "nats")
-    valkey_srv, redis_url = servers.valkey_server(state / "valkey", persist=False)
-    nats_srv.start()
-    valkey_srv.start()
-    env = {**os.environ, "CLEARANCE_NATS_URL": nats_url,
-           "CLEARANCE_REDIS_URL": redis_url, "CLEARANCE_LOG_LEVEL": "WARNING",
-           "CLEARANCE_DECISION_CACHE_TTL": "60"}
-    clearance = str(Path(sys.executable).parent / "clearance")
-    procs = {name: spawn([clearance, "run", name], env) for name in SERVICES}
+    nats_srv, valkey_srv, nats_url, redis_url, env = start_servers(
+        "clearance-soak-", CLEARANCE_DECISION_CACHE_TTL="60")
+    procs = {name: spawn([CLEARANCE, "run", name], env) for name in SERVICES}
     rows: list[dict[str, Any]] = []
     try:
         nc = await nats.connect(nats_url)

@@ -21,25 +21,11 @@ from typing import Any
 import msgspec
 
 from clearance_core.evaluate import Outcome, evaluate_cluster
-from clearance_core.filters import NAMESPACED_TYPES, Item, RuleView
-from clearance_core.policy import CompiledPolicy, CompiledRule
+from clearance_core.filters import NAMESPACED_TYPES, Item, RuleView, rule_view
+from clearance_core.policy import CompiledPolicy
 from clearance_core.principal import Identity
 from clearance_core.resources import plural, singular
 from clearance_core.wire import Action, DecisionKind, Resource
-
-_views: dict[int, tuple[CompiledRule, RuleView]] = {}
-
-
-def rule_view(rule: CompiledRule) -> RuleView:
-    """The rule's filters as a view, built once per compiled rule object."""
-    cached = _views.get(id(rule))
-    if cached is not None and cached[0] is rule:
-        return cached[1]
-    if len(_views) > 4096:
-        _views.clear()
-    view = RuleView.of(rule.filters)
-    _views[id(rule)] = (rule, view)
-    return view
 
 
 class Decision(msgspec.Struct, kw_only=True):

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import msgspec
 
@@ -457,3 +457,24 @@ class RuleView:
         if hidden is None:
             return [item for item in items if verdicts[item.namespace]]
         return [item for item in items if verdicts[item.namespace] and hidden(item) is None]
+
+
+class _HasFilters(Protocol):
+    @property
+    def filters(self) -> tuple[ResourceFilter, ...]: ...
+
+
+_views: dict[int, tuple[object, RuleView]] = {}
+
+
+def rule_view(rule: _HasFilters) -> RuleView:
+    """A rule's filters as a view, built once per compiled rule object (a
+    MonitorAccessPolicy rule or an AccessPolicy rule alike)."""
+    cached = _views.get(id(rule))
+    if cached is not None and cached[0] is rule:
+        return cached[1]
+    if len(_views) > 4096:
+        _views.clear()
+    view = RuleView.of(rule.filters)
+    _views[id(rule)] = (rule, view)
+    return view

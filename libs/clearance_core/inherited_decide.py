@@ -34,7 +34,7 @@ import msgspec
 from clearance_core import hierarchy
 from clearance_core.accesspolicy import AccessRule
 from clearance_core.decide import Decision
-from clearance_core.filters import NAMESPACED_TYPES, Item, RuleView
+from clearance_core.filters import NAMESPACED_TYPES, Item, RuleView, rule_view
 from clearance_core.hierarchy import Target
 from clearance_core.merge import EffectiveRule
 from clearance_core.principal import Identity
@@ -45,19 +45,6 @@ from clearance_core.wire import Action, DecisionKind, Resource, StepOutcome, Tra
 NO_PRIORITY = -1
 _ACTIONS: tuple[Action, ...] = ("view", "view_metrics")
 
-_views: dict[int, tuple[AccessRule, RuleView]] = {}
-
-
-def rule_view(rule: AccessRule) -> RuleView:
-    """The rule's filters as a view, built once per compiled rule object."""
-    cached = _views.get(id(rule))
-    if cached is not None and cached[0] is rule:
-        return cached[1]
-    if len(_views) > 4096:
-        _views.clear()
-    view = RuleView.of(rule.filters)
-    _views[id(rule)] = (rule, view)
-    return view
 
 
 def target_for(resource: Resource, cluster: str) -> tuple[Target, ...]:

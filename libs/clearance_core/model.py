@@ -70,8 +70,6 @@ class Model:
     rbac_objects: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: custom type -> keys of the policies whose rules name it.
     _by_type: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
-    #: group -> keys of the policies naming it as a subject.
-    _by_group: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
 
     def set_policy(self, key: str, policy: CompiledPolicy | None,
                    obj: dict[str, Any] | None) -> None:
@@ -80,25 +78,12 @@ class Model:
         if old is not None:
             for type_name in old.custom_types:
                 self._by_type[type_name].discard(key)
-            for group in old.groups:
-                self._by_group[group].discard(key)
         if policy is not None:
             self.policies[key] = policy
             for type_name in policy.custom_types:
                 self._by_type[type_name].add(key)
-            for group in policy.groups:
-                self._by_group[group].add(key)
             if obj is not None:
                 self.policy_objects[key] = obj
 
     def policies_naming_type(self, type_name: str) -> list[str]:
         return sorted(self._by_type.get(type_name, ()))
-
-    def group_is_named(self, group: str) -> bool:
-        """Whether any MonitorAccessPolicy names the group (RBAC bindings aside)."""
-        return bool(self._by_group.get(group))
-
-    def selects_by_labels(self) -> bool:
-        """Whether any policy's rules select clusters by label."""
-        return any(rule.selector.labels for policy in self.policies.values()
-                   for rule in policy.rules)

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import time
 
-from clearance_core.decide import rule_view
 from clearance_core.errors import BadRequest
 from clearance_core.evaluate import Outcome, evaluate_cluster
-from clearance_core.filters import RuleView
+from clearance_core.filters import RuleView, rule_view
 from clearance_core.listing import aggregations, cluster_metrics, custom_types_in, visible_items
 from clearance_core.principal import Identity
 from clearance_core.resources import plural
