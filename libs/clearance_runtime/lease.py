@@ -69,7 +69,8 @@ class Lease:
             finally:
                 self.held = False
                 with contextlib.suppress(Exception):  # a clean stop hands over at once
-                    await asyncio.wait_for(kv.delete(self.name, last=self._last), 0.5)
+                    async with asyncio.timeout(0.5):
+                        await kv.delete(self.name, last=self._last)
 
     async def _bucket(self) -> KeyValue:
         while True:
@@ -102,8 +103,12 @@ class Lease:
         while True:
             await asyncio.sleep(self._renew)
             try:
-                self._last = await asyncio.wait_for(
-                    kv.update(self.name, self.holder.encode(), last=self._last), self._renew)
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a
+                # cancellation that arrives as the update completes, and this loop would
+                # then never end (a stop hung on it).
+                async with asyncio.timeout(self._renew):
+                    self._last = await kv.update(self.name, self.holder.encode(),
+                                                 last=self._last)
                 renewed = loop.time()
             except nats.js.errors.KeyWrongLastSequenceError:
                 raise LeaseLost("another copy holds the lease") from None

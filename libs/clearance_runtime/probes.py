@@ -95,7 +95,8 @@ async def serve(port: int, *, max_lag: int) -> None:
 async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                   max_lag: int) -> None:
     try:
-        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5.0)
+        async with asyncio.timeout(5.0):
+            head = await reader.readuntil(b"\r\n\r\n")
         parts = head.split(b" ", 2)
         path = parts[1].split(b"?", 1)[0].decode("latin-1") if len(parts) > 1 else ""
         status, ctype, body = _answer(path, max_lag)

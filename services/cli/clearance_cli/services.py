@@ -116,9 +116,11 @@ async def _run_once(name: str, settings: Settings) -> None:
         # Bounded: with NATS or Redis gone, draining would wait for a server that is not
         # coming back, and a stop must finish within seconds (CLOSE_WITHIN).
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(nc.drain() if nc.is_connected else nc.close(), 1.5)
+            async with asyncio.timeout(1.5):
+                await (nc.drain() if nc.is_connected else nc.close())
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(redis.aclose(), 0.5)
+            async with asyncio.timeout(0.5):
+                await redis.aclose()
 
 
 async def run_services(names: Sequence[str], settings: Settings) -> None:
