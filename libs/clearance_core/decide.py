@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 
 from clearance_core.evaluate import Outcome, evaluate_cluster
-from clearance_core.filters import NAMESPACED_TYPES, Item, RuleView, rule_view
+from clearance_core.filters import Item, reply_filters, rule_view
 from clearance_core.policy import CompiledPolicy
 from clearance_core.principal import Identity
 from clearance_core.resources import plural, singular
@@ -35,14 +35,6 @@ class Decision(msgspec.Struct, kw_only=True):
     permissions: tuple[Action, ...]
     filters: dict[str, Any] | None
     outcome: Outcome
-
-
-def _filters_for(view: RuleView, kind: str) -> dict[str, Any]:
-    written = view.filters_map()
-    shown = {k: v for k, v in written.items() if k == kind}
-    if kind in NAMESPACED_TYPES and "namespaces" in written:
-        shown["namespaces"] = written["namespaces"]  # the namespace rule applies too
-    return shown
 
 
 def decide(
@@ -83,7 +75,7 @@ def decide(
                                     f"by the {hidden} filter of {outcome.policy}")
         if verdict == "partial":
             return made("partial", f"{kind} filtered by {outcome.policy}",
-                        _filters_for(view, kind))
+                        reply_filters(view, kind))
         return made("allow", outcome.reason)
     item = Item(name=resource.name, namespace=resource.namespace, labels=resource.labels,
                 fields=resource.fields)

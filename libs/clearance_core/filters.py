@@ -478,3 +478,14 @@ def rule_view(rule: _HasFilters) -> RuleView:
     view = RuleView.of(rule.filters)
     _views[id(rule)] = (rule, view)
     return view
+
+
+def reply_filters(view: RuleView, kind: str) -> dict[str, Any]:
+    """The reply's ``filters`` for a whole-type answer on ``kind``: its own filter as
+    written, and for a namespaced built-in the namespaces filter (the namespace rule
+    applies too)."""
+    written = view.filters_map()
+    shown = {k: v for k, v in written.items() if k == kind}
+    if kind in NAMESPACED_TYPES and "namespaces" in written:
+        shown["namespaces"] = written["namespaces"]
+    return shown

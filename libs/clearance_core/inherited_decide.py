@@ -34,7 +34,7 @@ import msgspec
 from clearance_core import hierarchy
 from clearance_core.accesspolicy import AccessRule
 from clearance_core.decide import Decision
-from clearance_core.filters import NAMESPACED_TYPES, Item, RuleView, rule_view
+from clearance_core.filters import Item, RuleView, reply_filters, rule_view
 from clearance_core.hierarchy import Target
 from clearance_core.merge import EffectiveRule
 from clearance_core.principal import Identity
@@ -79,14 +79,6 @@ def _step(name: str, found: EffectiveRule, outcome: StepOutcome, reason: str) ->
     return TraceStep(policy=found.source, priority=NO_PRIORITY, effect=found.rule.effect,
                      outcome=outcome,
                      reason=f"AccessPolicy rule {name} ({found.block}): {reason}")
-
-
-def _filters_for(view: RuleView, kind: str) -> dict[str, Any]:
-    written = view.filters_map()
-    shown = {k: v for k, v in written.items() if k == kind}
-    if kind in NAMESPACED_TYPES and "namespaces" in written:
-        shown["namespaces"] = written["namespaces"]  # the namespace rule applies too
-    return shown
 
 
 class _Verdict:
@@ -136,7 +128,7 @@ class _Verdict:
             others = ", ".join(n for n, _, _ in partial)
             reason += f" (an item shows if any of {others} shows it)"
         self.steps.append(_step(name, found, "decided", "partial"))
-        return self.made("partial", reason, found.source, _filters_for(view, kind))
+        return self.made("partial", reason, found.source, reply_filters(view, kind))
 
 
 def decide_with_inherited(rules: Mapping[str, EffectiveRule], identity: Identity, *,
