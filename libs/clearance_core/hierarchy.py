@@ -21,37 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
 
-import msgspec
+# The target types are the wire's (one definition), re-exported for the core.
+from clearance_core.wire.effective import KINDS, LEVEL, Target, TargetKind
 
-TargetKind = Literal["Fleet", "ClusterSet", "Cluster", "Namespace"]
-KINDS: tuple[TargetKind, ...] = ("Fleet", "ClusterSet", "Cluster", "Namespace")
-#: Depth in the hierarchy: 0 is the highest (least specific) level.
-LEVEL: dict[str, int] = {kind: depth for depth, kind in enumerate(KINDS)}
+__all__ = ["CLUSTERSET_LABEL", "FLEET", "FLEET_NAME", "KINDS", "LEVEL", "Inventory", "Target",
+           "TargetKind", "cluster", "cluster_set", "decision_targets", "derived_from",
+           "labels_set", "namespace"]
+
 FLEET_NAME = "fleet"
 CLUSTERSET_LABEL = "cluster.open-cluster-management.io/clusterset"
-
-
-class Target(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """One point of the hierarchy; encodes as the contract's ``{"kind", "name", "cluster"?}``."""
-
-    kind: TargetKind
-    name: str
-    cluster: str | None = None  # only for Namespace
-
-    @property
-    def level(self) -> int:
-        return LEVEL[self.kind]
-
-    def __str__(self) -> str:
-        if self.kind == "Namespace":
-            return f"Namespace {self.cluster}/{self.name}"
-        return f"{self.kind} {self.name}"
-
-    def sort_key(self) -> tuple[int, str, str]:
-        """Deterministic listing order: by level, then cluster, then name."""
-        return (self.level, self.cluster or "", self.name)
 
 
 FLEET = Target(kind="Fleet", name=FLEET_NAME)

@@ -73,6 +73,8 @@ class Change:
     effective: dict[Target, EffectivePolicy] = field(default_factory=dict)
     removed: set[Target] = field(default_factory=set)
     policies: set[str] = field(default_factory=set)
+    #: The effective policies the touched targets had before the event (absent: none).
+    previous: dict[Target, EffectivePolicy] = field(default_factory=dict)
 
 
 class InheritanceIndex:
@@ -236,6 +238,7 @@ class InheritanceIndex:
         touched = self.affected(event)
         change = Change()
         change.policies = self.policies_on_paths(touched)
+        change.previous = {t: self.effective[t] for t in touched if t in self.effective}
         if isinstance(event, PolicyApplied):
             self._remove(event.policy.key)
             self._add(event.policy)

@@ -47,12 +47,18 @@ _ACTIONS: tuple[Action, ...] = ("view", "view_metrics")
 
 
 
-def target_for(resource: Resource, cluster: str) -> tuple[Target, ...]:
-    """The targets to read, the first that has an effective policy wins."""
+def namespace_of(resource: Resource) -> str | None:
+    """The namespace whose Namespace target a decision on ``resource`` reads (a check on
+    a namespace item reads that namespace's)."""
     namespace = resource.namespace
     if namespace is None and singular(resource.type) == "namespace" and resource.name != "*":
         namespace = resource.name
-    return hierarchy.decision_targets(cluster, namespace)
+    return namespace
+
+
+def target_for(resource: Resource, cluster: str) -> tuple[Target, ...]:
+    """The targets to read, the first that has an effective policy wins."""
+    return hierarchy.decision_targets(cluster, namespace_of(resource))
 
 
 def subjects_match(rule: AccessRule, identity: Identity) -> bool:

@@ -7,17 +7,19 @@ visible namespaces and nodes — so nothing hidden leaks through a number.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from clearance_core.aggregate import compute, select
-from clearance_core.filters import BUILTIN_TYPES, Item, RuleView
+from clearance_core.aggregate import compute
+from clearance_core.filters import BUILTIN_TYPES, Item
+from clearance_core.govern import Governing
 from clearance_core.metricsource import CompiledSource
 from clearance_core.resources import plural
 from clearance_core.wire import ListItem, NamespaceMetrics, NodeMetrics
 
 
-def visible_items(view: RuleView, type_name: str, items: Sequence[ListItem]) -> list[ListItem]:
+def visible_items(view: Governing, type_name: str,
+                  items: Sequence[ListItem]) -> list[ListItem]:
     """The visible items as given, in input order.
 
     A ``ListItem`` has exactly the attributes the matchers read from an ``Item`` (name,
@@ -27,7 +29,7 @@ def visible_items(view: RuleView, type_name: str, items: Sequence[ListItem]) -> 
 
 
 def aggregations(
-    view: RuleView,
+    view: Governing,
     type_name: str,
     visible: Sequence[ListItem],
     *,
@@ -47,19 +49,20 @@ def aggregations(
     else:
         declared = {agg.name for agg in source.aggregations}
         values = {k: v for k, v in (given or {}).items() if k in declared}
-    flt = view.filter_for(kind)
-    if flt is None:
-        return values
-    return select(values, flt.aggregations_include, flt.aggregations_exclude)
+    return view.select(values, kind)
 
 
 def cluster_metrics(
-    view: RuleView, namespaces: Sequence[NamespaceMetrics], nodes: Sequence[NodeMetrics]
+    view: Governing, namespaces: Sequence[NamespaceMetrics], nodes: Sequence[NodeMetrics],
+    *, namespace_view: Callable[[str], Governing] | None = None,
 ) -> tuple[dict[str, float], bool]:
-    """(metrics over the visible namespaces and nodes, whether anything was hidden)."""
+    """(metrics over the visible namespaces and nodes, whether anything was hidden).
+    ``namespace_view``: what governs one namespace, when not ``view`` (a Namespace
+    target with its own inherited policy)."""
+    of = namespace_view or (lambda _name: view)
     shown_ns = [
         ns for ns in namespaces
-        if view.item_visible("namespaces", Item(name=ns.name, labels=ns.labels))[0]
+        if of(ns.name).item_visible("namespaces", Item(name=ns.name, labels=ns.labels))[0]
     ]
     shown_nodes = [
         node for node in nodes
@@ -80,9 +83,6 @@ def cluster_metrics(
     return metrics, filtered
 
 
-def custom_types_in(view: RuleView) -> set[str]:
-    """Custom types the rule lists with a visibility other than none."""
-    return {
-        kind for kind, raw in view.filters_map().items()
-        if kind not in BUILTIN_TYPES and raw.get("visibility", "all") != "none"
-    }
+def custom_types_in(view: Governing) -> set[str]:
+    """Custom types the governing rules list with a visibility other than none."""
+    return view.custom_types()

@@ -20,10 +20,15 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from clearance_core.accesspolicy import CompiledAccessPolicy
 from clearance_core.fold import Affected
+from clearance_core.hierarchy import Target
+from clearance_core.inherit_index import InheritanceIndex
+from clearance_core.merge import EffectivePolicy
 from clearance_core.metricsource import CompiledSource
 from clearance_core.policy import CompiledPolicy
 from clearance_core.rbac_changes import RbacModel
+from clearance_core.wire import StatusCondition
 
 
 class Writes(Protocol):
@@ -50,6 +55,16 @@ class Writes(Protocol):
     def put_group(self, name: str, previous: list[str] | None,
                   users: list[str] | None) -> None: ...
 
+    def put_access_policy(self, key: str, policy: CompiledAccessPolicy | None,
+                          error: str | None) -> None:
+        """A valid AccessPolicy (``policy``), an invalid one (``error``) or neither."""
+
+    def put_effective(self, target: Target, effective: EffectivePolicy | None) -> None:
+        """A target's effective policy (``None``: the target is no longer materialised)."""
+
+    def put_access_status(self, key: str, conditions: list[StatusCondition] | None) -> None:
+        """An AccessPolicy's conditions (``None``: the policy is gone)."""
+
 
 @dataclass
 class Model:
@@ -68,6 +83,12 @@ class Model:
     rbac: RbacModel = field(default_factory=RbacModel)
     #: RBAC objects as stored (``kind/ns/name``), so a restart rebuilds ``rbac``.
     rbac_objects: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Inherited AccessPolicies: the valid ones and every materialised target's
+    #: effective policy (CONTRACT 6), the errors of invalid ones, the conditions last
+    #: stored per policy (so only a change is written and published).
+    inherit: InheritanceIndex = field(default_factory=InheritanceIndex)
+    access_invalid: dict[str, str] = field(default_factory=dict)
+    access_status: dict[str, list[StatusCondition]] = field(default_factory=dict)
     #: custom type -> keys of the policies whose rules name it.
     _by_type: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
 

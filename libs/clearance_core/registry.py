@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clearance_core.folds import Fold, inventory, metricsources, policies, rbac
+from clearance_core.folds import Fold, accesspolicies, inventory, metricsources, policies, rbac
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,8 @@ SPECS: tuple[KindSpec, ...] = (
              True, policies.fold),
     KindSpec("metricsource", "clusterpulse.io/v1alpha1", "metricsources", True,
              metricsources.fold),
-    KindSpec("accesspolicy", "clearance.io/v1alpha1", "accesspolicies", True),
+    KindSpec("accesspolicy", "clearance.io/v1alpha1", "accesspolicies", True,
+             accesspolicies.fold),
     KindSpec("managedcluster", f"{_OCM}/v1", "managedclusters", False,
              inventory.fold_cluster_event),
     KindSpec("managedclusterset", f"{_OCM}/v1beta2", "managedclustersets", False,

@@ -14,9 +14,7 @@ previous valid version (if any) is withdrawn, and its status becomes ``Invalid``
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
-
-import msgspec
+from typing import Any
 
 from clearance_core.accesspolicy import compile_access_policy, policy_key
 from clearance_core.errors import BadRequest, InvalidObject
@@ -30,27 +28,7 @@ from clearance_core.inherit_index import (
 from clearance_core.inherit_status import invalid_conditions, status_of
 from clearance_core.merge import EffectivePolicy
 from clearance_core.wire import StatusCondition
-
-Operation = Literal["apply", "delete"]
-
-
-class TargetDiff(msgspec.Struct, kw_only=True):
-    target: Target
-    added: dict[str, dict[str, Any]] = {}
-    removed: list[str] = []
-    changed: dict[str, dict[str, Any]] = {}
-
-
-class StatusChange(msgspec.Struct, kw_only=True):
-    before: list[StatusCondition]
-    after: list[StatusCondition]
-
-
-class Simulation(msgspec.Struct, kw_only=True):
-    """The ``clearance.v1.effective.simulate`` reply body (without revision/request_id)."""
-
-    targets: list[TargetDiff] = []
-    status: dict[str, StatusChange] = {}
+from clearance_core.wire.effective import Operation, SimulateReply, StatusChange, TargetDiff
 
 
 def diff(before: EffectivePolicy | None, after: EffectivePolicy | None,
@@ -76,7 +54,7 @@ def _conditions(index: InheritanceIndex, key: str,
 
 
 def simulate(index: InheritanceIndex, obj: Any, operation: Operation, *,
-             invalid: Mapping[str, str] | None = None) -> Simulation:
+             invalid: Mapping[str, str] | None = None) -> SimulateReply:
     """``invalid``: the errors of policies that are currently invalid (by ``ns/name``),
     so their status before the change is right. Raises BadRequest when ``obj`` has no
     usable name; never mutates ``index``."""
@@ -109,4 +87,4 @@ def simulate(index: InheritanceIndex, obj: Any, operation: Operation, *,
         new = _conditions(after, policy, errors_after)
         if old != new or policy == key:
             status[policy] = StatusChange(before=old, after=new)
-    return Simulation(targets=targets, status=status)
+    return SimulateReply(targets=targets, status=status)

@@ -26,6 +26,18 @@ Compiled state (written only by the compiler, in one fenced Lua script per event
     clr:rbac:rev            revision of the last RBAC change (readers rebuild on change)
     clr:grp                 HASH  group -> JSON sorted users
     clr:memb:<user>         SET   groups listing the user (or email)
+    clr:ap                  HASH  AccessPolicy "ns/name" -> msgpack CompiledAccessPolicy
+                                  (valid ones only)
+    clr:ap:bad              HASH  AccessPolicy "ns/name" -> why it is invalid
+    clr:ap:st               HASH  AccessPolicy "ns/name" -> JSON conditions (RFC 0009)
+    clr:ap:rev              revision of the last change to an effective policy or an
+                            AccessPolicy (readers rebuild their simulation index)
+    clr:ap:unset            "1"/"0": CLEARANCE_ALLOW_UNSET the state was built with (a
+                            compiler started with the other value rebuilds it)
+    clr:eff                 HASH  "Fleet/fleet", "ClusterSet/<name>", "Cluster/<name>"
+                                  -> msgpack EffectivePolicy of that target
+    clr:effns:<cluster>     HASH  namespace -> msgpack EffectivePolicy of that Namespace
+                                  target (materialised ones: a policy names them)
     clr:changes             STREAM one record per event, id "<rev>-0", for the invalidator
 Invalidator:
     clr:inval:rev           last change record applied (the system's revision)
@@ -65,6 +77,12 @@ SOURCES = "clr:ms"
 SOURCE_OBJECTS = "clr:msobj2"
 GROUPS = "clr:grp"
 CHANGES = "clr:changes"
+ACCESS_POLICIES = "clr:ap"
+ACCESS_INVALID = "clr:ap:bad"
+ACCESS_STATUS = "clr:ap:st"
+INHERIT_REV = "clr:ap:rev"
+ALLOW_UNSET = "clr:ap:unset"
+EFFECTIVE = "clr:eff"
 INVALIDATED_REV = "clr:inval:rev"
 CACHE_ALL = "clr:dci:all"
 STATS = "clr:stats"
@@ -84,6 +102,10 @@ def policy_by_group(group: str) -> str:
 
 def policy_by_type(type_name: str) -> str:
     return f"clr:pidx:t:{type_name}"
+
+
+def effective_in(cluster: str) -> str:
+    return f"clr:effns:{cluster}"
 
 
 def member_of(user: str) -> str:

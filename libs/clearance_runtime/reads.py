@@ -11,7 +11,8 @@ service names no key and calls no Redis method; keys come from :mod:`.keys`.
   compiler's RBAC revision moves; :func:`build_rbac_index` is the one place that knows
   how RBAC is stored;
 - the system revision (and waiting for one), service health, status counters, a
-  policy with its revision, MetricSources and the cluster inventory.
+  policy with its revision, MetricSources and the cluster inventory;
+- ``Reads.inherited`` (:mod:`.inherit_reads`) — inherited AccessPolicies.
 
 A read that fails because the store is unreachable raises one of ``STORE_OUTAGES``; the
 decision service answers it with :func:`unavailable`.
@@ -35,6 +36,7 @@ from clearance_core.rbac import Binding, Role, parse_binding, parse_role
 from clearance_core.rbac_index import RbacIndex
 from clearance_core.wire import Principal
 from clearance_runtime import health, keys, logs
+from clearance_runtime.inherit_reads import InheritReads
 from clearance_runtime.snapshot import Snapshot, SnapshotReader
 from clearance_runtime.state import decode_policy, decode_source
 
@@ -94,6 +96,8 @@ class Reads:
     def __init__(self, redis: aioredis.Redis) -> None:
         self._r = redis
         self._snapshots = SnapshotReader(redis)
+        #: Inherited AccessPolicies: effective policies, conditions, simulation index.
+        self.inherited = InheritReads(redis)
         self._rbac = RbacIndex()
         self._rbac_version: bytes | str | None = None
         self._rbac_lock = asyncio.Lock()
@@ -159,14 +163,17 @@ class Reads:
     # Principals ------------------------------------------------------------------------
 
     async def snapshot(
-        self, principal: Principal, *, clusters: Sequence[str] | None
+        self, principal: Principal, *, clusters: Sequence[str] | None,
+        namespaces: Sequence[str] | None = (),
     ) -> tuple[Snapshot, Identity]:
         """One consistent read of what decides for ``principal`` (its candidate policies,
-        the labels of ``clusters``, ``None``: the whole inventory) and its identity."""
+        the labels of ``clusters``, ``None``: the whole inventory; the effective
+        AccessPolicies of the Fleet, of those clusters and of their ``namespaces``,
+        ``None``: all) and its identity."""
         asserted = effective_groups(principal.username, principal.groups, ())
         snapshot = await self._snapshots.read(
             username=principal.username, email=principal.email, groups=sorted(asserted),
-            clusters=clusters)
+            clusters=clusters, namespaces=namespaces)
         return snapshot, identity_of(principal, snapshot.member_of)
 
     async def effective_groups(

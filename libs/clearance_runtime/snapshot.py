@@ -15,19 +15,26 @@ to find every candidate policy; the identity itself is built by
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import msgspec
 import redis.asyncio as aioredis
 
+from clearance_core import hierarchy
+from clearance_core.hierarchy import Target
+from clearance_core.merge import EffectivePolicy, EffectiveRule
 from clearance_core.policy import CompiledPolicy
 from clearance_runtime import health, keys
+from clearance_runtime.inherit_store import decode_effective, location
 from clearance_runtime.state import decode_policy
 
 _MEMBER_OF = keys.prefix(keys.member_of)
 _BY_USER = keys.prefix(keys.policy_by_user)
 _BY_SA = keys.prefix(keys.policy_by_sa)
 _BY_GROUP = keys.prefix(keys.policy_by_group)
+_EFFECTIVE_IN = keys.prefix(keys.effective_in)
+_FLEET_FIELD = location(hierarchy.FLEET)[1]
+_CLUSTER_FIELD = location(hierarchy.cluster(""))[1]  # + the cluster's name
 
 _SNAPSHOT = f"""
 local crev = redis.call('GET', '{keys.REV}') or '0'
@@ -63,21 +70,56 @@ local blobs = {{}}
 if #pkeys > 0 then blobs = redis.call('HMGET', '{keys.POLICIES}', unpack(pkeys)) end
 local labels = {{}}
 local names_out = {{}}
-if ARGV[4 + ngroups] == '*' then
+local at = 4 + ngroups
+if ARGV[at] == '*' then
   local all = redis.call('HGETALL', '{keys.CLUSTERS}')
   for i = 1, #all, 2 do
     table.insert(names_out, all[i]); table.insert(labels, all[i + 1])
   end
+  at = at + 1
 else
-  for i = 4 + ngroups, #ARGV do
+  local n = tonumber(ARGV[at])
+  for i = at + 1, at + n do
     table.insert(names_out, ARGV[i])
     table.insert(labels, redis.call('HGET', '{keys.CLUSTERS}', ARGV[i]) or false)
   end
+  at = at + n + 1
 end
-return {{crev, irev, member, blobs, names_out, labels}}
+-- Inherited AccessPolicies: the Fleet's, each cluster's and the namespace targets asked
+-- for ('*': all of the cluster's), only while some AccessPolicy is in force.
+local fleet, ceff, neff = false, {{}}, {{}}
+if redis.call('EXISTS', '{keys.ACCESS_POLICIES}') == 1 then
+  fleet = redis.call('HGET', '{keys.EFFECTIVE}', '{_FLEET_FIELD}') or false
+  local wanted = {{}}
+  for i = at, #ARGV do table.insert(wanted, ARGV[i]) end
+  for i, c in ipairs(names_out) do
+    ceff[i] = redis.call('HGET', '{keys.EFFECTIVE}', '{_CLUSTER_FIELD}' .. c) or false
+    local key = '{_EFFECTIVE_IN}' .. c
+    if wanted[1] == '*' then
+      neff[i] = redis.call('HGETALL', key)
+    else
+      local found = {{}}
+      if #wanted > 0 then
+        local values = redis.call('HMGET', key, unpack(wanted))
+        for j, v in ipairs(values) do
+          if v then table.insert(found, wanted[j]); table.insert(found, v) end
+        end
+      end
+      neff[i] = found
+    end
+  end
+end
+return {{crev, irev, member, blobs, names_out, labels, fleet, ceff, neff}}
 """
 
 _labels = msgspec.json.Decoder(dict[str, str])
+
+
+def _str(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+_NO_RULES: dict[str, EffectiveRule] = {}
 
 
 class Snapshot(msgspec.Struct, kw_only=True):
@@ -87,12 +129,44 @@ class Snapshot(msgspec.Struct, kw_only=True):
     policies: list[CompiledPolicy]
     labels: dict[str, dict[str, str]]
     known_clusters: frozenset[str]
+    #: Effective AccessPolicies read: the Fleet's, per cluster, per cluster and namespace.
+    fleet: EffectivePolicy | None = None
+    cluster_effective: dict[str, EffectivePolicy] = {}
+    namespace_effective: dict[str, dict[str, EffectivePolicy]] = {}
+
+    def inherited(self, cluster: str, namespace: str | None
+                  ) -> tuple[Target | None, Mapping[str, EffectiveRule]]:
+        """The effective rules a decision in ``cluster`` (``namespace``) reads, and whose
+        they are: Namespace C/N, else Cluster C, else the Fleet (CONTRACT 6)."""
+        if namespace is not None:
+            found = self.namespace_effective.get(cluster, {}).get(namespace)
+            if found is not None:
+                return found.target, found.rules
+        found = self.cluster_effective.get(cluster)
+        if found is None and cluster not in self.known_clusters:
+            found = self.fleet  # a cluster the inventory does not know: the Fleet's only
+        if found is None:
+            return None, _NO_RULES  # no AccessPolicy on the path
+        return found.target, found.rules
+
+    def namespaces_with_policies(self, cluster: str) -> dict[str, EffectivePolicy]:
+        """The cluster's Namespace targets read (``namespaces="*"``: all of them)."""
+        return self.namespace_effective.get(cluster, {})
 
 
 class SnapshotReader:
     def __init__(self, redis: aioredis.Redis) -> None:
         self._script = redis.register_script(_SNAPSHOT)
         self._decoded: dict[bytes, CompiledPolicy] = {}
+        self._effective: dict[bytes, EffectivePolicy] = {}
+
+    def _effective_of(self, blob: bytes) -> EffectivePolicy:
+        found = self._effective.get(blob)
+        if found is None:
+            if len(self._effective) > 10000:
+                self._effective.clear()
+            found = self._effective[blob] = decode_effective(blob)
+        return found
 
     def _policy(self, blob: bytes) -> CompiledPolicy:
         # Decoded policies are memoised by their bytes: unchanged policies cost nothing.
@@ -110,23 +184,38 @@ class SnapshotReader:
         email: str | None,
         groups: Sequence[str],
         clusters: Sequence[str] | None,
+        namespaces: Sequence[str] | None = (),
     ) -> Snapshot:
-        """``clusters=None``: every cluster of the inventory."""
-        wanted = ["*"] if clusters is None else list(clusters)
-        argv: list[str | int] = [username, email or "", len(groups), *groups, *wanted]
+        """``clusters=None``: every cluster of the inventory; ``namespaces``: the
+        Namespace targets to read in each (``None``: all of them)."""
+        wanted: list[str | int] = ["*"] if clusters is None else [len(clusters), *clusters]
+        argv: list[str | int] = [username, email or "", len(groups), *groups, *wanted,
+                                 *(["*"] if namespaces is None else namespaces)]
         found = await self._script(args=argv)
         if len(found) == 2:  # lost or being rebuilt
             error = health.rebuilding(int(found[0]), found[1])
             assert error is not None
             raise error
-        crev, irev, member, blobs, names, labels = found
+        crev, irev, member, blobs, names, labels, fleet, ceff, neff = found
         policies = [self._policy(b) for b in blobs if b]
         cluster_labels: dict[str, dict[str, str]] = {}
-        for name, raw in zip(names, labels, strict=True):
+        cluster_effective: dict[str, EffectivePolicy] = {}
+        namespace_effective: dict[str, dict[str, EffectivePolicy]] = {}
+        for i, (name, raw) in enumerate(zip(names, labels, strict=True)):
+            key = name.decode() if isinstance(name, bytes) else str(name)
             if raw:
-                key = name.decode() if isinstance(name, bytes) else str(name)
                 cluster_labels[key] = _labels.decode(raw)
+            if i < len(ceff) and ceff[i]:
+                cluster_effective[key] = self._effective_of(ceff[i])
+            if i < len(neff) and neff[i]:
+                pairs = neff[i]
+                namespace_effective[key] = {
+                    _str(pairs[j]): self._effective_of(pairs[j + 1])
+                    for j in range(0, len(pairs), 2)}
         return Snapshot(
+            fleet=self._effective_of(fleet) if fleet else None,
+            cluster_effective=cluster_effective,
+            namespace_effective=namespace_effective,
             compiled_revision=crev.decode() if isinstance(crev, bytes) else str(crev),
             revision=int(irev),
             member_of=[m.decode() if isinstance(m, bytes) else m for m in member],

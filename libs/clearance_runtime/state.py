@@ -19,10 +19,12 @@ import redis.exceptions
 
 from clearance_core.fold import Affected
 from clearance_core.folds.rbac import rbac_model
+from clearance_core.inherit_index import InheritanceIndex
 from clearance_core.metricsource import CompiledSource
 from clearance_core.model import Model
 from clearance_core.policy import CompiledPolicy
 from clearance_runtime import keys
+from clearance_runtime.inherit_store import InheritWrites, stored
 
 _policy_encoder = msgspec.msgpack.Encoder()
 _policy_decoder = msgspec.msgpack.Decoder(CompiledPolicy)
@@ -136,13 +138,17 @@ repeat
   end
 until cursor == '0'
 redis.call('SET', '{keys.BUILT}', ARGV[1])
+redis.call('SET', '{keys.ALLOW_UNSET}', ARGV[2])
 return n
 """
 
 
 class StateStore:
-    def __init__(self, redis: aioredis.Redis) -> None:
+    def __init__(self, redis: aioredis.Redis, *, allow_unset: bool = True) -> None:
         self._r = redis
+        #: CLEARANCE_ALLOW_UNSET: effective policies depend on it, so a state built with
+        #: the other value is not this compiler's (``position`` reports it as not built).
+        self._allow_unset = allow_unset
         self._expected: int | None = None
         self._commit = redis.register_script(_COMMIT)
         self._wipe = redis.register_script(_WIPE)
@@ -154,24 +160,31 @@ class StateStore:
         async with self._r.pipeline(transaction=False) as pipe:
             pipe.get(keys.REV)
             pipe.exists(keys.BUILT)
-            raw, built = await pipe.execute()
-        return (int(raw) if raw is not None else None), bool(built)
+            pipe.get(keys.ALLOW_UNSET)
+            raw, built, unset = await pipe.execute()
+        same = unset is None or unset == self._unset_flag
+        return (int(raw) if raw is not None else None), bool(built) and same
+
+    @property
+    def _unset_flag(self) -> bytes:
+        return b"1" if self._allow_unset else b"0"
 
     async def wipe(self, target: int) -> int:
         """Delete all derived state and start a build from the first event; decisions are
         unavailable until the system revision reaches ``target`` (atomic)."""
-        return int(await self._wipe(args=[target]))
+        return int(await self._wipe(args=[target, self._unset_flag]))
 
     async def load_model(self) -> Model:
         """The compiled state, for the compiler to hold in memory (one round trip)."""
         async with self._r.pipeline(transaction=True) as pipe:
             for hash_key in (keys.POLICIES, keys.POLICY_OBJECTS, keys.SOURCE_OBJECTS,
-                             keys.SOURCES, keys.CLUSTERS, keys.GROUPS, keys.RBAC):
+                             keys.SOURCES, keys.CLUSTERS, keys.GROUPS, keys.RBAC,
+                             keys.ACCESS_POLICIES, keys.ACCESS_INVALID, keys.ACCESS_STATUS):
                 pipe.hgetall(hash_key)
             pipe.smembers(keys.NAMESPACES)
             pipe.smembers(keys.CLUSTER_SETS)
-            (policies, objects, declared, winners, clusters, groups, rbac, namespaces,
-             sets) = await pipe.execute()
+            (policies, objects, declared, winners, clusters, groups, rbac, access, invalid,
+             conditions, namespaces, sets) = await pipe.execute()
         model = Model(
             sources={k.decode(): decode_source(v) for k, v in declared.items()},
             type_sources={k.decode(): decode_source(v) for k, v in winners.items()},
@@ -182,6 +195,13 @@ class StateStore:
             rbac_objects={k.decode(): _decode_object(v) for k, v in rbac.items()},
         )
         model.rbac = rbac_model(model.rbac_objects)
+        inherited = stored(access, invalid, conditions)
+        # Effective policies are recomputed, not read: the same fold gives the same result.
+        model.inherit = InheritanceIndex.build(
+            inherited.policies.values(), model.clusters, model.cluster_sets,
+            allow_unset=self._allow_unset)
+        model.access_invalid = inherited.invalid
+        model.access_status = inherited.conditions
         for key, blob in policies.items():
             raw = objects.get(key)
             model.set_policy(key.decode(), decode_policy(blob),
@@ -209,7 +229,7 @@ class StateStore:
         nothing is written and :class:`LostSync` is raised, so the writer restarts from
         the checkpoint instead of folding onto state it did not build."""
         recorder = _Recorder()
-        tx = Transaction(recorder)
+        tx = Transaction(recorder, seq)
         yield tx
         record = ChangeRecord(revision=seq, invalidate=Scope.of(tx.invalidate),
                               announce=Scope.of(tx.announce))
@@ -230,11 +250,14 @@ class StateStore:
             self._expected = seq
 
 
-class Transaction:
+class Transaction(InheritWrites):
     """Queues the writes of one event (implements ``clearance_core.model.Writes``)."""
 
-    def __init__(self, pipe: _Recorder) -> None:
+    _pipe: _Recorder
+
+    def __init__(self, pipe: _Recorder, seq: int) -> None:
         self._pipe = pipe
+        self._seq = seq
         self.announce = Affected()
         self.invalidate = Affected()
 

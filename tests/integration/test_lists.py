@@ -268,7 +268,9 @@ async def test_policy_status_reports_state_conditions_and_warnings(system: Syste
         ("Compiled", "True"), ("Active", "True")]
     assert (await status("dan-dev"))["warnings"] == ["custom type 'certs' has no MetricSource"]
     assert (await status("nope"))["error"]["code"] == "not_found"
-    assert (await status("team", kind="AccessPolicy"))["error"]["code"] == "bad_request"
+    # An AccessPolicy of that name does not exist; a kind without statuses is refused.
+    assert (await status("team", kind="AccessPolicy"))["error"]["code"] == "not_found"
+    assert (await status("team", kind="Pod"))["error"]["code"] == "bad_request"
     assert system.nc is not None
     sub = await system.nc.subscribe("clearance.status.monitoraccesspolicy.ns.team")
     system.write("inventory.yaml", cluster("prod-east"), cluster("dev-1"),

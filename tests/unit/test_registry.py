@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_every_kind_is_listed_once_with_a_fold_or_deliberately_none() -> None:
     assert len(SPECS) == len(REGISTRY) == len(WATCHED)
     uncompiled = {spec.kind for spec in SPECS if spec.fold is None}
-    assert uncompiled == {"accesspolicy", "customresourcedefinition"}
+    assert uncompiled == {"customresourcedefinition"}
 
 
 def test_the_watchers_cluster_role_grants_exactly_the_registry_kinds() -> None:

@@ -2,9 +2,12 @@
 OpenShift Groups.
 
 - A ManagedCluster: its labels (policies select by them; inherited policies read the
-  cluster-set label). Any change of existence or labels concerns every answer about it.
+  cluster-set label). Any change of existence or labels concerns every answer about it;
+  it may also move the cluster (and its namespaces) between cluster sets, and make its
+  targets appear or vanish, for inherited policies.
 - A ManagedClusterSet: its existence (a cluster's set label only counts for a set that
   exists, for inherited policies); no MonitorAccessPolicy answer depends on it.
+Both feed the inheritance index (:func:`clearance_core.folds.accesspolicies.follow`).
 - A Group: the users added or removed.
 """
 
@@ -13,6 +16,8 @@ from __future__ import annotations
 from clearance_core.errors import InvalidObject
 from clearance_core.fold import fold_cluster, fold_group
 from clearance_core.folds import FoldEvent, FoldResult
+from clearance_core.folds.accesspolicies import follow
+from clearance_core.inherit_index import ClusterChanged, ClusterSetChanged
 from clearance_core.model import Model, Writes
 
 
@@ -31,7 +36,7 @@ def fold_cluster_event(model: Model, tx: Writes, event: FoldEvent) -> FoldResult
         model.clusters.pop(name, None)
     else:
         model.clusters[name] = labels
-    return FoldResult(outcome)
+    return FoldResult(outcome, follow(model, tx, ClusterChanged(name, labels), event.seq))
 
 
 def fold_cluster_set(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
@@ -41,7 +46,8 @@ def fold_cluster_set(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
         model.cluster_sets.add(event.ref.name)
     else:
         model.cluster_sets.discard(event.ref.name)
-    return FoldResult("compiled" if present else "deleted")
+    statuses = follow(model, tx, ClusterSetChanged(event.ref.name, present), event.seq)
+    return FoldResult("compiled" if present else "deleted", statuses)
 
 
 def fold_group_event(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:

@@ -47,6 +47,18 @@ from clearance_core.wire.decisions import (
     StepOutcome,
     TraceStep,
 )
+from clearance_core.wire.effective import (
+    EffectiveReply,
+    EffectiveRequest,
+    ReachReply,
+    ReachRequest,
+    RuleInForce,
+    SimulateReply,
+    SimulateRequest,
+    StatusChange,
+    Target,
+    TargetDiff,
+)
 from clearance_core.wire.events import (
     ChangedPrincipals,
     DecisionsChanged,
@@ -105,6 +117,9 @@ SUBJECT_PERMISSIONS = "clearance.v1.permissions"
 SUBJECT_POLICIES = "clearance.v1.policies"
 SUBJECT_CACHE_CLEAR = "clearance.v1.cache.clear"
 SUBJECT_POLICY_STATUS = "clearance.v1.policy-status"
+SUBJECT_EFFECTIVE = "clearance.v1.effective"
+SUBJECT_EFFECTIVE_REACH = "clearance.v1.effective.reach"
+SUBJECT_EFFECTIVE_SIMULATE = "clearance.v1.effective.simulate"
 SUBJECT_DECISIONS_CHANGED = "clearance.decisions.changed"
 
 #: Every request/reply subject with its request and reply Structs: the decision service's
@@ -125,6 +140,9 @@ REQUESTS: dict[str, tuple[type[msgspec.Struct], type[msgspec.Struct]]] = {
     SUBJECT_POLICIES: (PrincipalRequest, PoliciesReply),
     SUBJECT_CACHE_CLEAR: (CacheClearRequest, CacheClearReply),
     SUBJECT_POLICY_STATUS: (PolicyStatusRequest, PolicyStatus),
+    SUBJECT_EFFECTIVE: (EffectiveRequest, EffectiveReply),
+    SUBJECT_EFFECTIVE_REACH: (ReachRequest, ReachReply),
+    SUBJECT_EFFECTIVE_SIMULATE: (SimulateRequest, SimulateReply),
 }
 
 __all__ = [
@@ -135,6 +153,9 @@ __all__ = [
     "SUBJECT_CHECK",
     "SUBJECT_CUSTOM_TYPES",
     "SUBJECT_DECISIONS_CHANGED",
+    "SUBJECT_EFFECTIVE",
+    "SUBJECT_EFFECTIVE_REACH",
+    "SUBJECT_EFFECTIVE_SIMULATE",
     "SUBJECT_FILTER",
     "SUBJECT_METRICS",
     "SUBJECT_PERMISSIONS",
@@ -161,6 +182,8 @@ __all__ = [
     "CustomTypesRequest",
     "DecisionKind",
     "DecisionsChanged",
+    "EffectiveReply",
+    "EffectiveRequest",
     "ErrorBody",
     "ErrorCode",
     "ErrorReply",
@@ -184,11 +207,14 @@ __all__ = [
     "PolicySummary",
     "Principal",
     "PrincipalRequest",
+    "ReachReply",
+    "ReachRequest",
     "RequestBase",
     "Resource",
     "ResourceAttributes",
     "ResourceReviewReply",
     "ResourceReviewRequest",
+    "RuleInForce",
     "RulesReviewReply",
     "RulesReviewRequest",
     "RulesReviewSpec",
@@ -198,9 +224,12 @@ __all__ = [
     "SearchPlanReply",
     "SearchResult",
     "ServiceStatus",
+    "SimulateReply",
+    "SimulateRequest",
     "SqlParam",
     "SqlWhere",
     "Star",
+    "StatusChange",
     "StatusCondition",
     "StatusReply",
     "StatusRequest",
@@ -209,5 +238,7 @@ __all__ = [
     "SubjectAccessReviewReply",
     "SubjectAccessReviewSpec",
     "SubjectAccessReviewStatus",
+    "Target",
+    "TargetDiff",
     "TraceStep",
 ]

@@ -164,11 +164,15 @@ class StatusCondition(msgspec.Struct, kw_only=True):
 
 
 class PolicyStatus(msgspec.Struct, kw_only=True):
-    """A MonitorAccessPolicy's status, as ClusterPulse reports it; also the body of
-    ``clearance.status.monitoraccesspolicy.<namespace>.<name>`` events."""
+    """An object's status: the ``clearance.v1.policy-status`` reply and the body of
+    ``clearance.status.<kind>.<namespace>.<name>`` events.
 
-    state: PolicyState
-    message: str
+    A MonitorAccessPolicy's carries ``state`` and ``message`` as ClusterPulse reports
+    them; an AccessPolicy's only its RFC 0009 ``conditions`` (and ``state: Deleted``
+    on the event that reports its deletion)."""
+
+    state: PolicyState | msgspec.UnsetType = msgspec.UNSET
+    message: str | msgspec.UnsetType = msgspec.UNSET
     conditions: list[StatusCondition] = []
     warnings: list[str] = []
     revision: int = 0

@@ -35,7 +35,14 @@ SUMMARIES: dict[str, str] = {
     wire.SUBJECT_SEARCH_PLAN: "The same rules as a query plan with SQL for the ACM search "
                               "schema.",
     wire.SUBJECT_POLICY_STATUS: "A MonitorAccessPolicy's state, message, conditions and "
-                                "warnings.",
+                                "warnings; an AccessPolicy's Accepted and Enforced "
+                                "conditions.",
+    wire.SUBJECT_EFFECTIVE: "The effective AccessPolicy of a target: each rule in force "
+                            "with its source policy and block.",
+    wire.SUBJECT_EFFECTIVE_REACH: "Every target whose effective policy holds an "
+                                  "AccessPolicy's rules (or one rule).",
+    wire.SUBJECT_EFFECTIVE_SIMULATE: "A dry run: per-target rule changes and status changes "
+                                     "an AccessPolicy apply or delete would make.",
     wire.SUBJECT_PERMISSIONS: "What the principal may do on every cluster of the inventory.",
     wire.SUBJECT_POLICIES: "Every MonitorAccessPolicy naming the principal, in evaluation "
                            "order.",

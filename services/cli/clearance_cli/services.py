@@ -100,7 +100,8 @@ async def _run_once(name: str, settings: Settings) -> None:
     elif name == "compiler":
         # Exactly one active compiler (folding is order-sensitive); replicas are standbys.
         compiler_lease = Lease(nc.jetstream(), "compiler", service=name)
-        runner = functools.partial(compiler_lease.hold, Compiler(nc, redis).run)
+        compiler = Compiler(nc, redis, allow_unset=settings.allow_unset)
+        runner = functools.partial(compiler_lease.hold, compiler.run)
     elif name == "cache-invalidator":
         runner = Invalidator(nc, redis).run
     else:

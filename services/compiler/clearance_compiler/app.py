@@ -37,11 +37,11 @@ BATCH = 256
 
 
 class Compiler:
-    def __init__(self, nc: Client, redis: aioredis.Redis) -> None:
+    def __init__(self, nc: Client, redis: aioredis.Redis, *, allow_unset: bool = True) -> None:
         self._nc = nc
         self._js: JetStreamContext = nc.jetstream()
         self._r = redis
-        self._store = StateStore(redis)
+        self._store = StateStore(redis, allow_unset=allow_unset)
         self._folder = Folder(self._store, nc)
         self._position = 0
 

@@ -21,7 +21,7 @@ from nats.aio.client import Client
 
 from clearance_core import status
 from clearance_core.errors import InvalidObject
-from clearance_core.folds import FoldEvent, FoldResult, policies
+from clearance_core.folds import FoldEvent, FoldResult, accesspolicies, policies
 from clearance_core.kinds import ObjectRef, ref_of, status_subject
 from clearance_core.model import Model
 from clearance_core.registry import REGISTRY
@@ -75,8 +75,8 @@ class Folder:
             self._model = await self._store.load_model()
         spec = REGISTRY[event.ref.kind]
         if spec.fold is None:
-            # Kinds carried on the stream that no fold compiles yet (CRDs, AccessPolicy
-            # until it lands) still advance the revision.
+            # Kinds carried on the stream that no fold compiles (CRDs) still advance
+            # the revision.
             await self._store.advance(event.seq)
             return FoldResult("ignored")
         async with self._store.transaction(event.seq) as tx:
@@ -84,6 +84,8 @@ class Folder:
                 return spec.fold(self._model, tx, event)
             if event.ref.kind == "monitoraccesspolicy":
                 return policies.withdraw(self._model, tx, event, reason)
+            if event.ref.kind == "accesspolicy":
+                return accesspolicies.withdraw(self._model, tx, event, reason)
             withdrawn = spec.fold(self._model, tx, FoldEvent(
                 event.seq, "DELETED", event.obj, event.ref, event.now))
             return FoldResult("failed", withdrawn.statuses)
@@ -107,7 +109,7 @@ class Folder:
             self.reset()
             await self._store.advance(event.seq)
             statuses = [(event.ref, status.failed(event.seq, reason))] \
-                if event.ref.kind == "monitoraccesspolicy" else []
+                if event.ref.kind in ("monitoraccesspolicy", "accesspolicy") else []
             return FoldResult("failed", statuses)
 
     async def _publish_status(self, ref: ObjectRef, body: PolicyStatus) -> None:

@@ -19,6 +19,9 @@ from clearance_core.wire import (
     SUBJECT_CACHE_CLEAR,
     SUBJECT_CHECK,
     SUBJECT_CUSTOM_TYPES,
+    SUBJECT_EFFECTIVE,
+    SUBJECT_EFFECTIVE_REACH,
+    SUBJECT_EFFECTIVE_SIMULATE,
     SUBJECT_FILTER,
     SUBJECT_METRICS,
     SUBJECT_PERMISSIONS,
@@ -34,6 +37,7 @@ from clearance_core.wire import (
 from clearance_decision import reviews
 from clearance_decision.checks import Checks, validate_batch
 from clearance_decision.decider import Decider
+from clearance_decision.inherited import Inherited, validate_effective, validate_reach
 from clearance_decision.lists import Lists
 from clearance_decision.operations import Operations
 from clearance_decision.reviews import Reviews
@@ -57,6 +61,7 @@ class DecisionService:
         self._checks = Checks(Decider(self._reads, self._cache), self._cache, self._reads)
         lists, views = Lists(self._reads), Views(self._reads)
         review, operations = Reviews(self._reads), Operations(self._reads, self._cache)
+        inherited = Inherited(self._reads)
         self.routes: dict[str, Route] = route_table({
             SUBJECT_CHECK: Serve(self._checks.check),
             SUBJECT_BATCH: Serve(self._checks.batch, validate=validate_batch, whole=True),
@@ -73,6 +78,11 @@ class DecisionService:
             SUBJECT_POLICIES: Serve(views.policies),
             SUBJECT_CACHE_CLEAR: Serve(operations.cache_clear),
             SUBJECT_POLICY_STATUS: Serve(operations.policy_status, whole=True),
+            SUBJECT_EFFECTIVE: Serve(inherited.effective, validate=validate_effective,
+                                     whole=True),
+            SUBJECT_EFFECTIVE_REACH: Serve(inherited.reach, validate=validate_reach,
+                                           whole=True),
+            SUBJECT_EFFECTIVE_SIMULATE: Serve(inherited.simulate, whole=True),
         }, self._reads)
         self._responder = Responder(nc, queue=QUEUE)
         self._revision = 0

@@ -16,6 +16,7 @@ import msgspec
 
 from clearance_core.decide import Decision, decide
 from clearance_core.evaluate import Outcome
+from clearance_core.inherited_decide import decide_with_inherited, namespace_of
 from clearance_core.resources import (
     check_principal,
     cluster_of,
@@ -121,9 +122,13 @@ class Decider:
         missing: list[int],
         results: list[CheckResult | None],
     ) -> int:
+        started = time.time()
+        namespaces = {i: namespace_of(checks[i].resource) for i in missing}
         snapshot, identity = await principal_snapshot(
-            self._reads, principal, clusters=sorted({clusters[i] for i in missing}))
-        now = time.time()
+            self._reads, principal, clusters=sorted({clusters[i] for i in missing}),
+            namespaces=sorted({ns for ns in namespaces.values() if ns is not None}))
+        # Validity is measured from when the evaluation started (before the read).
+        now = started
         entries: list[Entry] = []
         for i in missing:
             check = checks[i]
@@ -136,6 +141,11 @@ class Decider:
                 labels=snapshot.labels.get(clusters[i], {}),
                 now=now,
             )
+            target, rules = snapshot.inherited(clusters[i], namespaces[i])
+            if rules:
+                decision = decide_with_inherited(
+                    rules, identity, action=check.action, resource=check.resource,
+                    monitor=decision, target=target)
             result = result_of(decision)
             results[i] = result
             ttl_ms = self._ttl_ms(decision.outcome, now)

@@ -42,10 +42,16 @@ class Operations:
         )
 
     async def policy_status(self, request: PolicyStatusRequest) -> PolicyStatus:
-        if request.kind.lower() != "monitoraccesspolicy":
-            raise BadRequest(f"kind {request.kind!r}: this version serves the status of "
-                             "MonitorAccessPolicy objects")
+        kind = request.kind.lower()
         key = f"{request.namespace}/{request.name}"
+        if kind == "accesspolicy":
+            conditions = await self._reads.inherited.conditions(key)
+            if conditions is None:
+                raise NotFound(f"AccessPolicy {key} not found")
+            return PolicyStatus(conditions=conditions, revision=await self._reads.revision())
+        if kind != "monitoraccesspolicy":
+            raise BadRequest(f"kind {request.kind!r}: the status of MonitorAccessPolicy and "
+                             "AccessPolicy objects is served")
         policy, revision = await self._reads.policy(key)
         if policy is None:
             raise NotFound(f"MonitorAccessPolicy {key} not found")

@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 
 from clearance_core.evaluate import candidates, evaluate_cluster, matched_by, skip_reason
+from clearance_core.govern import Governing, govern
 from clearance_core.principal import Identity
 from clearance_core.resources import check_principal
 from clearance_core.wire import (
@@ -29,24 +30,33 @@ ACTIONS: tuple[Action, ...] = ("view", "view_metrics")
 
 
 async def principal_snapshot(
-    reads: Reads, principal: Principal, *, clusters: Sequence[str] | None
+    reads: Reads, principal: Principal, *, clusters: Sequence[str] | None,
+    namespaces: Sequence[str] | None = (),
 ) -> tuple[Snapshot, Identity]:
-    """A usable principal's snapshot and identity; ``clusters=None``: the whole inventory."""
+    """A usable principal's snapshot and identity; ``clusters=None``: the whole inventory;
+    ``namespaces``: the Namespace targets to read too (``None``: all)."""
     check_principal(principal)
-    return await reads.snapshot(principal, clusters=clusters)
+    return await reads.snapshot(principal, clusters=clusters, namespaces=namespaces)
+
+
+def governing(snapshot: Snapshot, identity: Identity, cluster: str, action: str,
+              namespace: str | None = None, *, now: float | None = None) -> Governing:
+    """What governs ``action`` in the cluster (or one namespace of it): its
+    MonitorAccessPolicy outcome and the effective AccessPolicy rules there together."""
+    outcome = evaluate_cluster(snapshot.policies, identity, action=action, cluster=cluster,
+                               labels=snapshot.labels.get(cluster, {}),
+                               now=time.time() if now is None else now)
+    return govern(outcome, snapshot.inherited(cluster, namespace)[1], identity, action)
 
 
 def permissions(snapshot: Snapshot, identity: Identity) -> dict[str, ClusterPermissions]:
-    """cluster -> decision for ``view`` and every action granted there."""
+    """cluster -> decision for ``view`` and every action granted there (a cluster check
+    for each action: MonitorAccessPolicies and the Cluster target's AccessPolicies)."""
     now = time.time()
     out: dict[str, ClusterPermissions] = {}
     for cluster in sorted(snapshot.labels):
-        granted = [
-            action
-            for action in ACTIONS
-            if evaluate_cluster(snapshot.policies, identity, action=action, cluster=cluster,
-                                labels=snapshot.labels[cluster], now=now).decision == "allow"
-        ]
+        granted = [action for action in ACTIONS
+                   if governing(snapshot, identity, cluster, action, now=now)]
         out[cluster] = ClusterPermissions(
             decision="allow" if "view" in granted else "deny",
             permissions=granted,

@@ -1,0 +1,106 @@
+"""AccessPolicy (CONTRACT 6): compile, keep every target's effective policy current,
+report RFC 0009 conditions.
+
+The model's :class:`~clearance_core.inherit_index.InheritanceIndex` does the work: each
+event that can move an effective policy — an AccessPolicy, a ManagedCluster (existence or
+cluster-set label), a ManagedClusterSet — becomes one index event, and :func:`follow`
+persists exactly what it changed:
+
+- the effective policy of every recomputed target (and the targets that vanished);
+- whom it concerns: the subjects of every rule added, removed or changed on those
+  targets (:func:`clearance_core.merge.subjects_changed`, old and new), both announced
+  and invalidated — cached checks read effective rules;
+- the conditions of every policy whose status may have moved, stored and published only
+  when they differ from what was last stored.
+
+An AccessPolicy that does not compile withdraws its previous version whole (never half
+applied), and its status says why (``Accepted`` False ``Invalid``).
+"""
+
+from __future__ import annotations
+
+from clearance_core import status
+from clearance_core.accesspolicy import compile_access_policy
+from clearance_core.errors import InvalidObject
+from clearance_core.folds import FoldEvent, FoldResult
+from clearance_core.inherit_index import Event, PolicyApplied, PolicyRemoved
+from clearance_core.inherit_status import invalid_conditions, status_of
+from clearance_core.kinds import ObjectRef
+from clearance_core.merge import subjects_changed
+from clearance_core.model import Model, Writes
+from clearance_core.wire import PolicyStatus, StatusCondition
+
+KIND = "accesspolicy"
+
+
+def fold(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
+    key = event.key
+    index_event: Event
+    error: str | None = None
+    if event.deleted:
+        index_event, outcome = PolicyRemoved(key), "deleted"
+    else:
+        try:
+            policy = compile_access_policy(event.obj)
+            index_event, outcome = PolicyApplied(policy), "compiled"
+        except InvalidObject as exc:
+            index_event, outcome, error = PolicyRemoved(key), "invalid", exc.message
+    tx.put_access_policy(key, index_event.policy if isinstance(index_event, PolicyApplied)
+                         else None, error)
+    if error is None:
+        model.access_invalid.pop(key, None)
+    else:
+        model.access_invalid[key] = error
+    statuses = follow(model, tx, index_event, event.seq)
+    if event.deleted and all(ref != _ref(key) for ref, _ in statuses):
+        statuses.append((_ref(key), status.deleted(event.seq)))
+    return FoldResult(outcome, statuses)
+
+
+def withdraw(model: Model, tx: Writes, event: FoldEvent, reason: str) -> FoldResult:
+    """The object failed unexpectedly: withdrawn, and its status says why."""
+    tx.put_access_policy(event.key, None, reason)
+    model.access_invalid[event.key] = reason
+    return FoldResult("failed", follow(model, tx, PolicyRemoved(event.key), event.seq))
+
+
+def follow(model: Model, tx: Writes, index_event: Event,
+           seq: int) -> list[tuple[ObjectRef, PolicyStatus]]:
+    """Apply one event to the inheritance index and persist what it changed (see the
+    module's docstring); returns the statuses to publish."""
+    change = model.inherit.apply(index_event)
+    for target in sorted({*change.effective, *change.removed},
+                         key=lambda t: t.sort_key()):
+        after = change.effective.get(target)
+        users, groups = subjects_changed(change.previous.get(target), after)
+        tx.put_effective(target, after)
+        for audience in (tx.announce, tx.invalidate):
+            audience.users |= users
+            audience.groups |= groups
+    published = []
+    for key in sorted(change.policies):
+        conditions = conditions_of(model, key)
+        if conditions == model.access_status.get(key):
+            continue
+        tx.put_access_status(key, conditions)
+        if conditions is None:
+            model.access_status.pop(key, None)
+            published.append((_ref(key), status.deleted(seq)))
+        else:
+            model.access_status[key] = conditions
+            published.append((_ref(key), PolicyStatus(conditions=conditions, revision=seq)))
+    return published
+
+
+def conditions_of(model: Model, key: str) -> list[StatusCondition] | None:
+    """A policy's conditions now (None: no such policy, valid or invalid)."""
+    found = status_of(model.inherit, key)
+    if found is not None:
+        return found
+    error = model.access_invalid.get(key)
+    return None if error is None else invalid_conditions(error)
+
+
+def _ref(key: str) -> ObjectRef:
+    namespace, _, name = key.partition("/")
+    return ObjectRef(KIND, namespace, name)

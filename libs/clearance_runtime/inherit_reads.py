@@ -1,0 +1,145 @@
+"""The decision service's reads of inherited AccessPolicies (part of :mod:`.reads`, which
+owns it as ``Reads.inherited``): effective policies, conditions, and the simulation index.
+
+* :meth:`InheritReads.effective` — one target's effective policy as stored by the
+  compiler, with the hierarchy's existence rules (a Namespace no policy names has its
+  cluster's policy, under its own name);
+* :meth:`InheritReads.materialised` — every stored effective policy, for ``reach``;
+* :meth:`InheritReads.index` — an :class:`InheritanceIndex` of the stored policies and
+  inventory, for ``simulate``: rebuilt only when ``clr:ap:rev`` moves, so dry runs in a
+  row cost the simulation alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import msgspec
+import redis.asyncio as aioredis
+
+from clearance_core import hierarchy
+from clearance_core.hierarchy import Target
+from clearance_core.inherit_index import InheritanceIndex
+from clearance_core.merge import EffectivePolicy
+from clearance_core.wire import StatusCondition
+from clearance_runtime import keys
+from clearance_runtime.inherit_store import (
+    decode_conditions,
+    decode_effective,
+    location,
+    stored,
+)
+
+#: Every stored effective policy, read at once: the Fleet's, cluster sets', clusters'
+#: (``clr:eff``) and each cluster's Namespace targets (``clr:effns:<cluster>``).
+_MATERIALISED = f"""
+local out = {{redis.call('HVALS', '{keys.EFFECTIVE}')}}
+for _, c in ipairs(redis.call('HKEYS', '{keys.CLUSTERS}')) do
+  table.insert(out, redis.call('HVALS', '{keys.prefix(keys.effective_in)}' .. c))
+end
+return out
+"""
+
+
+_labels = msgspec.json.Decoder(dict[str, str]).decode
+
+
+def _bytes(value: bytes | str) -> bytes:
+    return value if isinstance(value, bytes) else value.encode()
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class Simulation:
+    """What ``simulate`` starts from: the index, and the errors of invalid policies."""
+
+    def __init__(self, index: InheritanceIndex, invalid: dict[str, str]) -> None:
+        self.index = index
+        self.invalid = invalid
+
+
+class InheritReads:
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self._r = redis
+        self._materialised = redis.register_script(_MATERIALISED)
+        self._simulation: Simulation | None = None
+        self._version: Any = None
+        self._lock = asyncio.Lock()
+
+    async def exists(self, target: Target) -> bool:
+        if target.kind == "Fleet":
+            return target.name == hierarchy.FLEET_NAME
+        if target.kind == "ClusterSet":
+            return bool(await self._r.sismember(keys.CLUSTER_SETS, target.name))
+        if target.kind == "Namespace" and not target.name:
+            return False
+        cluster = target.name if target.kind == "Cluster" else target.cluster
+        return cluster is not None and bool(await self._r.hexists(keys.CLUSTERS, cluster))
+
+    async def effective(self, target: Target) -> EffectivePolicy | None:
+        """None when the target does not exist."""
+        if not await self.exists(target):
+            return None
+        found = await self._r.hget(*location(target))
+        if found is None:
+            source = hierarchy.derived_from(target)
+            if source is not None:
+                found = await self._r.hget(*location(source))
+        if found is None:
+            return EffectivePolicy(target=target)  # no AccessPolicy on its path
+        effective = decode_effective(_bytes(found))
+        if effective.target != target:  # derived: the cluster's rules, under its name
+            effective = EffectivePolicy(
+                target=target, rules=effective.rules, unset=effective.unset,
+                policies=effective.policies, fates=effective.fates,
+                errors=effective.errors, unset_ignored=effective.unset_ignored)
+        return effective
+
+    async def materialised(self) -> list[EffectivePolicy]:
+        """Every stored effective policy (targets with some AccessPolicy on their path)."""
+        groups = await self._materialised()
+        return [decode_effective(blob) for group in groups for blob in group]
+
+    async def conditions(self, key: str) -> list[StatusCondition] | None:
+        """An AccessPolicy's conditions (None: the compiler knows no such policy)."""
+        blob = await self._r.hget(keys.ACCESS_STATUS, key)
+        return None if blob is None else decode_conditions(_bytes(blob))
+
+    async def known(self, key: str) -> bool:
+        """Whether an AccessPolicy ``ns/name`` exists (valid or invalid)."""
+        async with self._r.pipeline(transaction=False) as pipe:
+            pipe.hexists(keys.ACCESS_POLICIES, key)
+            pipe.hexists(keys.ACCESS_INVALID, key)
+            valid, invalid = await pipe.execute()
+        return bool(valid or invalid)
+
+    async def simulation(self) -> Simulation:
+        """The index of the stored state (shared; callers must not mutate it)."""
+        version = await self._r.get(keys.INHERIT_REV)
+        cached = self._simulation
+        if cached is not None and version == self._version:
+            return cached
+        async with self._lock:
+            if self._simulation is None or version != self._version:
+                self._simulation, self._version = await self._build()
+        assert self._simulation is not None
+        return self._simulation
+
+    async def _build(self) -> tuple[Simulation, Any]:
+        async with self._r.pipeline(transaction=True) as pipe:
+            pipe.get(keys.INHERIT_REV)
+            pipe.hgetall(keys.ACCESS_POLICIES)
+            pipe.hgetall(keys.ACCESS_INVALID)
+            pipe.hgetall(keys.CLUSTERS)
+            pipe.smembers(keys.CLUSTER_SETS)
+            pipe.get(keys.ALLOW_UNSET)
+            version, policies, invalid, clusters, sets, unset = await pipe.execute()
+        state = stored(policies, invalid, {})
+        inventory = {_text(name): _labels(raw) for name, raw in clusters.items()}
+        index = InheritanceIndex.build(
+            state.policies.values(), inventory, {_text(s) for s in sets},
+            allow_unset=unset != b"0")
+        return Simulation(index, state.invalid), version
