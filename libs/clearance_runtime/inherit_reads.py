@@ -4,10 +4,9 @@ owns it as ``Reads.inherited``): effective policies, conditions, and the simulat
 * :meth:`InheritReads.effective` — one target's effective policy as stored by the
   compiler, with the hierarchy's existence rules (a Namespace no policy names has its
   cluster's policy, under its own name);
-* :meth:`InheritReads.materialised` — every stored effective policy, for ``reach``;
-* :meth:`InheritReads.index` — an :class:`InheritanceIndex` of the stored policies and
-  inventory, for ``simulate``: rebuilt only when ``clr:ap:rev`` moves, so dry runs in a
-  row cost the simulation alone.
+* :meth:`InheritReads.simulation` — an :class:`InheritanceIndex` of the stored policies
+  and inventory, for ``simulate`` and ``reach``: rebuilt only when ``clr:ap:rev`` moves,
+  so dry runs in a row cost the simulation alone.
 """
 
 from __future__ import annotations
@@ -31,17 +30,6 @@ from clearance_runtime.inherit_store import (
     stored,
 )
 
-#: Every stored effective policy, read at once: the Fleet's, cluster sets', clusters'
-#: (``clr:eff``) and each cluster's Namespace targets (``clr:effns:<cluster>``).
-_MATERIALISED = f"""
-local out = {{redis.call('HVALS', '{keys.EFFECTIVE}')}}
-for _, c in ipairs(redis.call('HKEYS', '{keys.CLUSTERS}')) do
-  table.insert(out, redis.call('HVALS', '{keys.prefix(keys.effective_in)}' .. c))
-end
-return out
-"""
-
-
 _labels = msgspec.json.Decoder(dict[str, str]).decode
 
 
@@ -64,7 +52,6 @@ class Simulation:
 class InheritReads:
     def __init__(self, redis: aioredis.Redis) -> None:
         self._r = redis
-        self._materialised = redis.register_script(_MATERIALISED)
         self._simulation: Simulation | None = None
         self._version: Any = None
         self._lock = asyncio.Lock()
@@ -83,11 +70,14 @@ class InheritReads:
         """None when the target does not exist."""
         if not await self.exists(target):
             return None
+        # Stored for the targets with a policy of their own on their path; a Namespace
+        # without one has its cluster's, any other target the Fleet's.
         found = await self._r.hget(*location(target))
-        if found is None:
-            source = hierarchy.derived_from(target)
-            if source is not None:
-                found = await self._r.hget(*location(source))
+        source = hierarchy.derived_from(target)
+        if found is None and source is not None:
+            found = await self._r.hget(*location(source))
+        if found is None and target != hierarchy.FLEET:
+            found = await self._r.hget(*location(hierarchy.FLEET))
         if found is None:
             return EffectivePolicy(target=target)  # no AccessPolicy on its path
         effective = decode_effective(_bytes(found))
@@ -97,11 +87,6 @@ class InheritReads:
                 policies=effective.policies, fates=effective.fates,
                 errors=effective.errors, unset_ignored=effective.unset_ignored)
         return effective
-
-    async def materialised(self) -> list[EffectivePolicy]:
-        """Every stored effective policy (targets with some AccessPolicy on their path)."""
-        groups = await self._materialised()
-        return [decode_effective(blob) for group in groups for blob in group]
 
     async def conditions(self, key: str) -> list[StatusCondition] | None:
         """An AccessPolicy's conditions (None: the compiler knows no such policy)."""

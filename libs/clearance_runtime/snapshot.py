@@ -142,9 +142,9 @@ class Snapshot(msgspec.Struct, kw_only=True):
             found = self.namespace_effective.get(cluster, {}).get(namespace)
             if found is not None:
                 return found.target, found.rules
-        found = self.cluster_effective.get(cluster)
-        if found is None and cluster not in self.known_clusters:
-            found = self.fleet  # a cluster the inventory does not know: the Fleet's only
+        # A cluster the inventory does not know, or one with no policy on its path but
+        # the Fleet's (not stored: it is the Fleet's), reads the Fleet's.
+        found = self.cluster_effective.get(cluster) or self.fleet
         if found is None:
             return None, _NO_RULES  # no AccessPolicy on the path
         return found.target, found.rules

@@ -6,7 +6,8 @@ event that can move an effective policy — an AccessPolicy, a ManagedCluster (e
 cluster-set label), a ManagedClusterSet — becomes one index event, and :func:`follow`
 persists exactly what it changed:
 
-- the effective policy of every recomputed target (and the targets that vanished);
+- the effective policy of every recomputed target that has a policy of its own on its
+  path besides the Fleet's (others read the Fleet's), and the targets that vanished;
 - whom it concerns: the subjects of every rule added, removed or changed on those
   targets (:func:`clearance_core.merge.subjects_changed`, old and new), both announced
   and invalidated — cached checks read effective rules;
@@ -26,7 +27,7 @@ from clearance_core.folds import FoldEvent, FoldResult
 from clearance_core.inherit_index import Event, PolicyApplied, PolicyRemoved
 from clearance_core.inherit_status import invalid_conditions, status_of
 from clearance_core.kinds import ObjectRef
-from clearance_core.merge import subjects_changed
+from clearance_core.merge import EffectivePolicy, subjects_changed
 from clearance_core.model import Model, Writes
 from clearance_core.wire import PolicyStatus, StatusCondition
 
@@ -73,7 +74,8 @@ def follow(model: Model, tx: Writes, index_event: Event,
                          key=lambda t: t.sort_key()):
         after = change.effective.get(target)
         users, groups = subjects_changed(change.previous.get(target), after)
-        tx.put_effective(target, after)
+        tx.put_effective(target, after if after is not None and _stored(model, after)
+                         else None)
         for audience in (tx.announce, tx.invalidate):
             audience.users |= users
             audience.groups |= groups
@@ -90,6 +92,18 @@ def follow(model: Model, tx: Writes, index_event: Event,
             model.access_status[key] = conditions
             published.append((_ref(key), PolicyStatus(conditions=conditions, revision=seq)))
     return published
+
+
+def _stored(model: Model, effective: EffectivePolicy) -> bool:
+    """Whether a target's effective policy is stored. One whose path holds no policy but
+    the Fleet's is the Fleet's (same policies, same merge), and readers fall back to the
+    Fleet's: so a Fleet-level change writes the Fleet and the targets with policies of
+    their own, not every cluster and namespace of the fleet."""
+    if effective.target.kind == "Fleet":
+        return bool(effective.policies)
+    policies = model.inherit.policies
+    return any(key in policies and policies[key].target.kind != "Fleet"
+               for key in effective.policies)
 
 
 def conditions_of(model: Model, key: str) -> list[StatusCondition] | None:

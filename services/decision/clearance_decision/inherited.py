@@ -1,9 +1,10 @@
 """Inherited AccessPolicies (CONTRACT 6): ``clearance.v1.effective``,
 ``clearance.v1.effective.reach`` and ``clearance.v1.effective.simulate``.
 
-All three answer from what the compiler stored: ``effective`` and ``reach`` read the
-effective policies it keeps current event by event; ``simulate`` runs the compiler's own
-index event on a copy of the stored state (:func:`clearance_core.simulate.simulate`), so a
+All three answer from what the compiler stored: ``effective`` reads the effective policies
+it keeps current event by event; ``reach`` and ``simulate`` use an index of the stored
+policies and inventory (rebuilt only when they change), and ``simulate`` runs the
+compiler's own index event on a copy of it (:func:`clearance_core.simulate.simulate`), so a
 dry run says exactly what applying the policy would do.
 """
 
@@ -77,9 +78,8 @@ class Inherited:
         key = f"{request.namespace}/{request.name}"
         if not await self._reads.inherited.known(key):
             raise NotFound(f"AccessPolicy {key} not found")
-        held = [eff.target for eff in await self._reads.inherited.materialised()
-                if eff.holds(key, request.rule)]
-        return ReachReply(targets=sorted(held, key=Target.sort_key),
+        index = (await self._reads.inherited.simulation()).index
+        return ReachReply(targets=index.reach(key, request.rule),
                           revision=await self._reads.revision())
 
     async def simulate(self, request: SimulateRequest) -> SimulateReply:
