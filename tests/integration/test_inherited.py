@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from tests.conftest import Servers
@@ -245,3 +246,29 @@ async def test_lists_use_the_namespace_targets_own_rules(system: System) -> None
     types = await system.request("clearance.v1.custom-types",
                                  {"principal": {"username": "sam", "groups": ["sre"]}})
     assert types["types"] == []
+
+
+async def test_forbidding_unset_rebuilds_and_reports_the_ignored_unset(system: System) -> None:
+    """CLEARANCE_ALLOW_UNSET=false: a compiler started with it rebuilds the state it did
+    not build with that setting; the unset stops working and the status says so."""
+    system.write("unset.yaml", access_policy(
+        "drop-sre", namespace="team-b", target=("Cluster", "west"), unset=["sre-view"]))
+    await system.settle()
+    assert "sre-view" not in (await effective(system, kind="Cluster", name="west"))["rules"]
+    await system.stop("compiler")
+    system.settings = msgspec.structs.replace(system.settings, allow_unset=False)
+    await system.start("compiler")
+    for _ in range(100):
+        west = await effective(system, kind="Cluster", name="west")
+        if "rules" in west and "sre-view" in west["rules"]:
+            break
+        await asyncio.sleep(0.1)
+    assert "sre-view" in west["rules"]
+    status = await system.request("clearance.v1.policy-status", {
+        "kind": "AccessPolicy", "namespace": "team-b", "name": "drop-sre"})
+    enforced = next(c for c in status["conditions"] if c["type"] == "Enforced")
+    assert "CLEARANCE_ALLOW_UNSET=false" in enforced["message"]
+    simulated = await system.request("clearance.v1.effective.simulate", {
+        "policy": access_policy("drop-sre", namespace="team-b", target=("Cluster", "west"),
+                                unset=["sre-view"]), "operation": "delete"})
+    assert simulated["targets"] == []  # with unset ignored, deleting it changes no rule
