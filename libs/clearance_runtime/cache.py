@@ -93,6 +93,8 @@ class Entry(msgspec.Struct, frozen=True):
     blob: bytes
     ttl_ms: int
     indexes: tuple[str, ...]
+    #: The next notBefore/notAfter of the policies the answer depends on (POSIX seconds).
+    valid_until: float | None = None
 
 
 def entry_key(digest: str) -> str:

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 import msgspec
 
 from clearance_core.decide import Decision, decide
-from clearance_core.evaluate import Outcome
 from clearance_core.inherited_decide import decide_with_inherited, namespace_of
 from clearance_core.resources import (
     check_principal,
@@ -148,22 +147,25 @@ class Decider:
                     monitor=decision, target=target)
             result = result_of(decision)
             results[i] = result
-            ttl_ms = self._ttl_ms(decision.outcome, now)
-            if ttl_ms > 0:
+            if self._cache.ttl_ms > 0:
                 entries.append(Entry(
                     key=entry_key(digests[i]),
                     blob=_encode_result(result),
-                    ttl_ms=ttl_ms,
+                    ttl_ms=self._cache.ttl_ms,
                     indexes=entry_indexes(identity.names, identity.groups, clusters[i], pkey),
+                    valid_until=decision.outcome.valid_until,
                 ))
+        # Lifetimes are cut at the next validity boundary as of the moment of storing, not
+        # of evaluating: a long batch must not leave an entry alive past a notAfter.
+        stored_at = time.time()
+        entries = [e for e in (_bounded(e, stored_at) for e in entries) if e.ttl_ms > 0]
         await self._cache.store(snapshot.compiled_revision, entries)
         return snapshot.revision
 
-    def _ttl_ms(self, outcome: Outcome, now: float) -> int:
-        ttl = self._cache.ttl_ms
-        if ttl <= 0:
-            return 0
-        if outcome.valid_until is not None:
-            # Never outlive (nor miss) the next notBefore/notAfter of any candidate.
-            ttl = min(ttl, math.floor((outcome.valid_until - now) * 1000))
-        return max(ttl, 0)
+
+def _bounded(entry: Entry, now: float) -> Entry:
+    """The entry with its TTL cut at its next notBefore/notAfter (0: do not store)."""
+    if entry.valid_until is None:
+        return entry
+    ttl = min(entry.ttl_ms, math.floor((entry.valid_until - now) * 1000))
+    return msgspec.structs.replace(entry, ttl_ms=max(ttl, 0))
