@@ -16,7 +16,7 @@ deletes no cached check: checks never read RBAC.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -91,6 +91,10 @@ class Model:
     access_status: dict[str, list[StatusCondition]] = field(default_factory=dict)
     #: custom type -> keys of the policies whose rules name it.
     _by_type: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    #: group -> how many MonitorAccessPolicies name it.
+    _by_group: Counter[str] = field(default_factory=Counter)
+    #: keys of the MonitorAccessPolicies selecting clusters by labels.
+    _by_labels: set[str] = field(default_factory=set)
 
     def set_policy(self, key: str, policy: CompiledPolicy | None,
                    obj: dict[str, Any] | None) -> None:
@@ -99,12 +103,30 @@ class Model:
         if old is not None:
             for type_name in old.custom_types:
                 self._by_type[type_name].discard(key)
+            self._by_group.subtract(old.groups)
+            self._by_labels.discard(key)
         if policy is not None:
             self.policies[key] = policy
             for type_name in policy.custom_types:
                 self._by_type[type_name].add(key)
+            self._by_group.update(policy.groups)
+            if any(rule.selector.labels for rule in policy.rules):
+                self._by_labels.add(key)
             if obj is not None:
                 self.policy_objects[key] = obj
 
     def policies_naming_type(self, type_name: str) -> list[str]:
         return sorted(self._by_type.get(type_name, ()))
+
+    def policies_selecting_by_labels(self) -> list[CompiledPolicy]:
+        """The MonitorAccessPolicies with a ``matchLabels`` selector: the only ones whose
+        answers a cluster's labels can change."""
+        return [self.policies[key] for key in sorted(self._by_labels)]
+
+    def group_decides(self, group: str) -> bool:
+        """Whether a MonitorAccessPolicy or an AccessPolicy rule names the group: joining
+        or leaving any other group changes no decision."""
+        if self._by_group[group] > 0:
+            return True
+        return any(group in rule.groups for policy in self.inherit.policies.values()
+                   for block in policy.blocks for rule in block.rules.values())

@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from tests.conftest import Servers
-from tests.integration.harness import System, cluster
+from tests.integration.harness import System, cluster, group
 from tests.unit.policies import policy
 
 pytestmark = pytest.mark.integration
@@ -65,3 +65,41 @@ async def test_a_binding_change_is_announced_but_keeps_cached_checks(system: Sys
     reply = await system.check("alice", "prod-east", min_revision=revision)
     assert (reply["decision"], reply["cached"]) == ("deny", False)
     await sub.unsubscribe()
+
+
+async def test_a_cluster_label_change_drops_only_answers_it_can_change(
+        system: System) -> None:
+    """Only principals of policies selecting by labels lose their cached checks about the
+    cluster, and only when that policy's match of it moves."""
+    system.write("policies.yaml", policy("alice", users=["alice"], default="all"),
+                 policy("tiered", users=["lee"], rules=[
+                     {"selector": {"matchLabels": {"tier": "gold"}}}]))
+    await system.settle()
+    assert (await system.check("alice", "prod-east"))["decision"] == "allow"
+    assert (await system.check("lee", "prod-east"))["decision"] == "deny"
+    system.write("inventory.yaml", cluster("prod-east", owner="team-a"))
+    revision = await system.settle()
+    # No policy's match moved: both answers stay cached.
+    assert (await system.check("alice", "prod-east", min_revision=revision))["cached"]
+    assert (await system.check("lee", "prod-east", min_revision=revision))["cached"]
+    system.write("inventory.yaml", cluster("prod-east", owner="team-a", tier="gold"))
+    revision = await system.settle()
+    alice = await system.check("alice", "prod-east", min_revision=revision)
+    lee = await system.check("lee", "prod-east", min_revision=revision)
+    assert alice["cached"] is True
+    assert (lee["decision"], lee["cached"]) == ("allow", False)
+
+
+async def test_joining_a_group_no_policy_names_keeps_cached_answers(system: System) -> None:
+    """Membership of a group matters only if a policy names it."""
+    system.write("policies.yaml", policy("alice", users=["alice"], default="all"),
+                 policy("ops", groups=["ops"], default="all", effect="Deny", priority=0))
+    await system.settle()
+    assert (await system.check("alice", "prod-east"))["decision"] == "allow"
+    system.write("groups.yaml", group("book-club", "alice"))
+    revision = await system.settle()
+    assert (await system.check("alice", "prod-east", min_revision=revision))["cached"]
+    system.write("groups.yaml", group("book-club", "alice"), group("ops", "alice"))
+    revision = await system.settle()
+    reply = await system.check("alice", "prod-east", min_revision=revision)
+    assert (reply["decision"], reply["cached"]) == ("deny", False)

@@ -1,24 +1,32 @@
 """The fleet inventory and who belongs where: ManagedClusters, ManagedClusterSets,
-OpenShift Groups.
+OpenShift Groups — each change concerning exactly the answers it can alter.
 
-- A ManagedCluster: its labels (policies select by them; inherited policies read the
-  cluster-set label). Any change of existence or labels concerns every answer about it;
-  it may also move the cluster (and its namespaces) between cluster sets, and make its
-  targets appear or vanish, for inherited policies.
+- A ManagedCluster: checks about it read its labels only through ``matchLabels``
+  selectors, so a change invalidates the subjects of the MonitorAccessPolicies whose
+  match of that cluster it changes (none, for a policy selecting by names). Its appearing
+  or vanishing is announced to everyone (``clearance.v1.permissions`` lists the whole
+  inventory). It may also move the cluster (and its namespaces) between cluster sets, or
+  make its targets appear or vanish, for inherited policies.
 - A ManagedClusterSet: its existence (a cluster's set label only counts for a set that
   exists, for inherited policies); no MonitorAccessPolicy answer depends on it.
-Both feed the inheritance index (:func:`clearance_core.folds.accesspolicies.follow`).
-- A Group: the users added or removed.
+- A Group: the users added or removed — only when some policy or AccessPolicy rule names
+  the group (invalidated and announced) or some binding does (announced: reviews).
+Cluster and set changes feed the inheritance index
+(:func:`clearance_core.folds.accesspolicies.follow`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from clearance_core.errors import InvalidObject
-from clearance_core.fold import fold_cluster, fold_group
+from clearance_core.evaluate import match_cluster
+from clearance_core.fold import Affected, fold_cluster, fold_group
 from clearance_core.folds import FoldEvent, FoldResult
 from clearance_core.folds.accesspolicies import follow
 from clearance_core.inherit_index import ClusterChanged, ClusterSetChanged
 from clearance_core.model import Model, Writes
+from clearance_core.rbac import binding_subjects
 
 
 def fold_cluster_event(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
@@ -26,17 +34,32 @@ def fold_cluster_event(model: Model, tx: Writes, event: FoldEvent) -> FoldResult
     previous = model.clusters.get(name)
     outcome = "deleted" if event.deleted else "compiled"
     try:
-        labels, affected = fold_cluster(event.type, name, event.obj, previous)
+        labels, changed = fold_cluster(event.type, name, event.obj, previous)
     except InvalidObject:
-        labels, affected = fold_cluster("DELETED", name, event.obj, previous)
+        labels, changed = fold_cluster("DELETED", name, event.obj, previous)
         outcome = "invalid"
     tx.put_cluster(name, labels)
-    tx.announce, tx.invalidate = affected, affected.copy()
+    if changed:
+        selecting = labels_change(model, name, previous or {}, labels or {})
+        tx.invalidate = selecting
+        # Appearing or vanishing changes every principal's inventory-wide answers.
+        tx.announce = changed if (previous is None) != (labels is None) else selecting.copy()
     if labels is None:
         model.clusters.pop(name, None)
     else:
         model.clusters[name] = labels
     return FoldResult(outcome, follow(model, tx, ClusterChanged(name, labels), event.seq))
+
+
+def labels_change(model: Model, name: str, before: Mapping[str, str],
+                  after: Mapping[str, str]) -> Affected:
+    """The subjects of the policies whose match of the cluster differs between two label
+    sets (which rule matches, and by which selector field: the trace says so)."""
+    affected = Affected()
+    for policy in model.policies_selecting_by_labels():
+        if match_cluster(policy, name, before) != match_cluster(policy, name, after):
+            affected.add_policy_subjects(policy)
+    return affected
 
 
 def fold_cluster_set(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
@@ -60,9 +83,20 @@ def fold_group_event(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
         users, affected = fold_group("DELETED", event.obj, previous)
         outcome = "invalid"
     tx.put_group(name, previous, users)
-    tx.announce, tx.invalidate = affected, affected.copy()
+    if affected:
+        decides = model.group_decides(name)
+        if decides:
+            tx.invalidate = affected.copy()
+        if decides or _bound(model, name):
+            tx.announce = affected
     if users is None:
         model.groups.pop(name, None)
     else:
         model.groups[name] = users
     return FoldResult(outcome)
+
+
+def _bound(model: Model, group: str) -> bool:
+    """Whether a RoleBinding or ClusterRoleBinding names the group (reviews read it)."""
+    return any(group in binding_subjects(binding)[1]
+               for binding in model.rbac.bindings.values())
