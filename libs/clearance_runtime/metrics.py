@@ -27,7 +27,16 @@ EVENTS_PUBLISHED = Counter(
     ["source", "type"],
 )
 INVALIDATIONS = Counter(
-    "clearance_cache_invalidated_total", "Cached decisions removed by the invalidator"
+    "clearance_cache_invalidated_total",
+    "Cached decisions removed by the invalidator, by the kind of the event that changed",
+    ["kind"],
+)
+EVENT_TO_EFFECT = Histogram(
+    "clearance_event_to_effect_seconds",
+    "From an event's publication on the stream to its cache entries gone and the system "
+    "revision advanced, by kind",
+    ["kind"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
 OBJECT_FAILURES = Counter(
     "clearance_object_failures_total",

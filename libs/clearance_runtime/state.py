@@ -55,6 +55,10 @@ class ChangeRecord(msgspec.Struct, kw_only=True):
     revision: int
     invalidate: Scope = msgspec.field(default_factory=Scope)
     announce: Scope = msgspec.field(default_factory=Scope)
+    #: The event's kind ("" for a malformed one) and when it was published on the stream
+    #: (ms since the epoch), for the invalidator's metrics by kind and event-to-effect time.
+    kind: str = ""
+    published_ms: int | None = None
 
 
 def encode_policy(policy: CompiledPolicy) -> bytes:
@@ -208,10 +212,11 @@ class StateStore:
                              None if raw is None else _decode_object(raw))
         return model
 
-    async def advance(self, seq: int) -> None:
+    async def advance(self, seq: int, *, kind: str = "",
+                      published_ms: int | None = None) -> None:
         """An event that changes no state (malformed, or a kind not compiled) still moves
         the checkpoint and leaves an empty change record: the revision keeps moving."""
-        async with self.transaction(seq):
+        async with self.transaction(seq, kind=kind, published_ms=published_ms):
             return
 
     def expect(self, checkpoint: int | None) -> None:
@@ -220,7 +225,8 @@ class StateStore:
         self._expected = checkpoint
 
     @contextlib.asynccontextmanager
-    async def transaction(self, seq: int) -> AsyncIterator[Transaction]:
+    async def transaction(self, seq: int, *, kind: str = "",
+                          published_ms: int | None = None) -> AsyncIterator[Transaction]:
         """Everything one event changes, committed atomically (one Lua script) with the
         checkpoint and the change record; nothing is written if the block raises.
 
@@ -232,7 +238,8 @@ class StateStore:
         tx = Transaction(recorder, seq)
         yield tx
         record = ChangeRecord(revision=seq, invalidate=Scope.of(tx.invalidate),
-                              announce=Scope.of(tx.announce))
+                              announce=Scope.of(tx.announce), kind=kind,
+                              published_ms=published_ms)
         recorder.set(keys.REV, seq)
         recorder.commands.append(("XADD", keys.CHANGES, f"{seq}-0", "r", _json.encode(record)))
         fence = "" if self._expected is None else str(self._expected)

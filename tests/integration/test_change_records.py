@@ -9,6 +9,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from prometheus_client import REGISTRY
 
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, group
@@ -103,3 +104,22 @@ async def test_joining_a_group_no_policy_names_keeps_cached_answers(system: Syst
     revision = await system.settle()
     reply = await system.check("alice", "prod-east", min_revision=revision)
     assert (reply["decision"], reply["cached"]) == ("deny", False)
+
+
+async def test_invalidations_and_event_to_effect_are_measured_by_kind(system: System) -> None:
+    """``clearance_event_to_effect_seconds{kind}`` observes each event once its entries are
+    gone; ``clearance_cache_invalidated_total{kind}`` counts what it removed."""
+    def samples(name: str, kind: str) -> float:
+        # The services of these tests run in this process: read its registry.
+        return sum(s.value for m in REGISTRY.collect() if m.name == name
+                   for s in m.samples if s.labels.get("kind") == kind
+                   and s.name in (f"{name}_count", f"{name}_total"))
+
+    before = samples("clearance_event_to_effect_seconds", "monitoraccesspolicy")
+    removed = samples("clearance_cache_invalidated", "monitoraccesspolicy")
+    await system.check("alice", "prod-east")
+    system.write("policies.yaml", policy("alice", users=["alice"], effect="Deny",
+                                         default="all"))
+    await system.settle()
+    assert samples("clearance_event_to_effect_seconds", "monitoraccesspolicy") > before
+    assert samples("clearance_cache_invalidated", "monitoraccesspolicy") >= removed + 1

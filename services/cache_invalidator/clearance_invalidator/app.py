@@ -95,7 +95,11 @@ class Invalidator:
             keys=index_keys(record),
             args=[record.revision, "1" if record.invalidate.all else "0"]))
         self._revision = record.revision
-        metrics.INVALIDATIONS.inc(removed)
+        kind = record.kind or "unknown"
+        metrics.INVALIDATIONS.labels(kind=kind).inc(removed)
+        if record.published_ms is not None:
+            metrics.EVENT_TO_EFFECT.labels(kind=kind).observe(
+                max(time.time() - record.published_ms / 1000, 0.0))
         told = record.announce
         if told:
             # A cluster's labels can change anyone's answer about it: clients with caches

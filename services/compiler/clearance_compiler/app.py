@@ -124,7 +124,9 @@ class Compiler:
             for msg in msgs:
                 seq = msg.metadata.sequence.stream
                 if seq > self._position:
-                    await self._folder.fold(seq, msg.data)
+                    stamp = msg.metadata.timestamp
+                    published = int(stamp.timestamp() * 1000) if stamp else None
+                    await self._folder.fold(seq, msg.data, published)
                     self._position = seq
             lag = 0
             if msgs:

@@ -40,13 +40,15 @@ class Folder:
         self._store = store
         self._nc = nc
         self._model: Model | None = None
+        self._published_ms: int | None = None
 
     def reset(self) -> None:
         """Forget the in-memory model (reloaded from the store on the next event)."""
         self._model = None
 
-    async def fold(self, seq: int, data: bytes) -> None:
-        """Fold one message. Only transient store/bus failures escape (to be retried)."""
+    async def fold(self, seq: int, data: bytes, published_ms: int | None = None) -> None:
+        """Fold one message (``published_ms``: when the stream stored it). Only transient
+        store/bus failures escape (to be retried)."""
         try:
             event = _decode_event(data)
             ref = ref_of(event.object)
@@ -55,9 +57,10 @@ class Folder:
             metrics.MALFORMED.labels(where="compiler").inc()
             metrics.EVENTS_COMPILED.labels(kind="unknown", outcome="malformed").inc()
             log.warning("event_malformed", seq=seq, error=str(exc)[:500])
-            await self._store.advance(seq)
+            await self._store.advance(seq, published_ms=published_ms)
             return
         folding = FoldEvent(seq, event.type, event.object, ref, time.time())
+        self._published_ms = published_ms
         try:
             result = await self._commit(folding, normal=True)
         except Exception as exc:
@@ -77,9 +80,11 @@ class Folder:
         if spec.fold is None:
             # Kinds carried on the stream that no fold compiles (CRDs) still advance
             # the revision.
-            await self._store.advance(event.seq)
+            await self._store.advance(event.seq, kind=event.ref.kind,
+                                      published_ms=self._published_ms)
             return FoldResult("ignored")
-        async with self._store.transaction(event.seq) as tx:
+        async with self._store.transaction(event.seq, kind=event.ref.kind,
+                                           published_ms=self._published_ms) as tx:
             if normal:
                 return spec.fold(self._model, tx, event)
             if event.ref.kind == "monitoraccesspolicy":
@@ -107,7 +112,8 @@ class Folder:
             log.error("object_withdrawal_failed", object=str(event.ref), seq=event.seq,
                       error=f"{type(second).__name__}: {str(second)[:300]}")
             self.reset()
-            await self._store.advance(event.seq)
+            await self._store.advance(event.seq, kind=event.ref.kind,
+                                      published_ms=self._published_ms)
             statuses = [(event.ref, status.failed(event.seq, reason))] \
                 if event.ref.kind in ("monitoraccesspolicy", "accesspolicy") else []
             return FoldResult("failed", statuses)
