@@ -25,7 +25,7 @@ from typing import Any, TypeVar, cast
 from clearance_core.aggregate import select
 from clearance_core.evaluate import Outcome
 from clearance_core.filters import BUILTIN_TYPES, Item, RuleView, rule_view
-from clearance_core.inherited_decide import matching
+from clearance_core.inherited_decide import access_view, matching
 from clearance_core.merge import EffectiveRule
 from clearance_core.principal import Identity
 from clearance_core.resources import plural
@@ -93,9 +93,10 @@ NOTHING = Governing()
 
 
 def govern(outcome: Outcome, rules: Mapping[str, EffectiveRule], identity: Identity,
-           action: str) -> Governing:
+           action: str, declared: frozenset[str] | None = None) -> Governing:
     """``outcome``: the cluster's MonitorAccessPolicy evaluation for ``action``;
-    ``rules``: the effective rules of the target (empty: no inherited policy)."""
+    ``rules``: the effective rules of the target (empty: no inherited policy);
+    ``declared``: the custom types some MetricSource declares (others are hidden)."""
     matched = matching(rules, identity) if rules else []
     if any(found.rule.effect == "Deny" for _, found in matched):
         return NOTHING
@@ -103,7 +104,7 @@ def govern(outcome: Outcome, rules: Mapping[str, EffectiveRule], identity: Ident
         if outcome.decision != "allow" or outcome.rule is None:
             return NOTHING
         return Governing((rule_view(outcome.rule),))
-    return Governing([rule_view(found.rule) for _, found in matched
+    return Governing([access_view(found.rule, declared) for _, found in matched
                       if action in found.rule.permissions])
 
 

@@ -34,7 +34,7 @@ import msgspec
 from clearance_core import hierarchy
 from clearance_core.accesspolicy import AccessRule
 from clearance_core.decide import Decision
-from clearance_core.filters import Item, RuleView, reply_filters, rule_view
+from clearance_core.filters import BUILTIN_TYPES, Item, RuleView, reply_filters, rule_view
 from clearance_core.hierarchy import Target
 from clearance_core.merge import EffectiveRule
 from clearance_core.principal import Identity
@@ -59,6 +59,17 @@ def namespace_of(resource: Resource) -> str | None:
 def target_for(resource: Resource, cluster: str) -> tuple[Target, ...]:
     """The targets to read, the first that has an effective policy wins."""
     return hierarchy.decision_targets(cluster, namespace_of(resource))
+
+
+def access_view(rule: AccessRule, declared: frozenset[str] | None = None) -> RuleView:
+    """An AccessPolicy rule's filters as a view. A custom type no MetricSource declares
+    (absent from ``declared``) is unlisted, so hidden (CONTRACT 2), exactly as in a
+    MonitorAccessPolicy; ``None`` counts every type as declared."""
+    if declared is None or all(f.type in BUILTIN_TYPES or f.type in declared
+                               for f in rule.filters):
+        return rule_view(rule)  # the usual case: one view per rule, cached
+    return RuleView.of(f for f in rule.filters
+                       if f.type in BUILTIN_TYPES or f.type in declared)
 
 
 def subjects_match(rule: AccessRule, identity: Identity) -> bool:
@@ -91,9 +102,11 @@ class _Verdict:
     """What the decision so far knows: the MonitorAccessPolicy answer it builds on, where
     the rules come from, the permissions of the matching rules and the trace steps."""
 
-    def __init__(self, monitor: Decision, where: str) -> None:
+    def __init__(self, monitor: Decision, where: str,
+                 declared: frozenset[str] | None) -> None:
         self.monitor = monitor
         self.where = where
+        self.declared = declared
         self.permissions: tuple[Action, ...] = ()
         self.steps: list[TraceStep] = []
 
@@ -116,7 +129,7 @@ class _Verdict:
                    namespace: str | None) -> Decision:
         partial: list[tuple[str, EffectiveRule, RuleView]] = []
         for name, found in granting:
-            view = rule_view(found.rule)
+            view = access_view(found.rule, self.declared)
             verdict = view.type_decision(kind)
             if verdict != "deny" and namespace is not None and \
                     view.namespace_hides(kind, namespace) is not None:
@@ -139,13 +152,15 @@ class _Verdict:
 
 def decide_with_inherited(rules: Mapping[str, EffectiveRule], identity: Identity, *,
                           action: str, resource: Resource, monitor: Decision,
-                          target: Target | None = None) -> Decision:
+                          target: Target | None = None,
+                          declared: frozenset[str] | None = None) -> Decision:
     """The decision once the effective rules of the resource's target are known.
 
     ``rules``: the effective policy's rules (empty when there is none); ``monitor``: the
-    MonitorAccessPolicy decision for the same request; ``target``: for the reasons only.
+    MonitorAccessPolicy decision for the same request; ``target``: for the reasons only;
+    ``declared``: the custom types some MetricSource declares (see :func:`access_view`).
     """
-    verdict = _Verdict(monitor, f" at {target}" if target is not None else "")
+    verdict = _Verdict(monitor, f" at {target}" if target is not None else "", declared)
     where = verdict.where
     matched = matching(rules, identity)
     for name, found in matched:
@@ -172,7 +187,7 @@ def decide_with_inherited(rules: Mapping[str, EffectiveRule], identity: Identity
                 fields=resource.fields)
     hidden_by = None
     for name, found in granting:
-        shown, reason = rule_view(found.rule).item_visible(kind, item)
+        shown, reason = access_view(found.rule, declared).item_visible(kind, item)
         if shown:
             return verdict.allow(name, found)
         hidden_by = hidden_by or reason
@@ -182,7 +197,8 @@ def decide_with_inherited(rules: Mapping[str, EffectiveRule], identity: Identity
 
 
 def visible_items(rules: Mapping[str, EffectiveRule], identity: Identity, *, action: str,
-                  type_name: str, items: Iterable[Item]) -> list[Item]:
+                  type_name: str, items: Iterable[Item],
+                  declared: frozenset[str] | None = None) -> list[Item]:
     """For list filtering when no Deny rule matched and no MonitorAccessPolicy decided:
     the items (input order) that any matching Allow rule granting ``action`` shows."""
     granting = [r for _, r in matching(rules, identity)
@@ -192,6 +208,7 @@ def visible_items(rules: Mapping[str, EffectiveRule], identity: Identity, *, act
     items = list(items)
     shown: set[int] = set()
     for found in granting:
-        visible = {id(item) for item in rule_view(found.rule).filter_items(type_name, items)}
+        visible = {id(item) for item in
+                   access_view(found.rule, declared).filter_items(type_name, items)}
         shown |= visible
     return [item for item in items if id(item) in shown]

@@ -86,10 +86,12 @@ else
   at = at + n + 1
 end
 -- Inherited AccessPolicies: the Fleet's, each cluster's and the namespace targets asked
--- for ('*': all of the cluster's), only while some AccessPolicy is in force.
-local fleet, ceff, neff = false, {{}}, {{}}
+-- for ('*': all of the cluster's), and the declared custom types (their rules are not
+-- compiled against MetricSources), only while some AccessPolicy is in force.
+local fleet, ceff, neff, declared = false, {{}}, {{}}, {{}}
 if redis.call('EXISTS', '{keys.ACCESS_POLICIES}') == 1 then
   fleet = redis.call('HGET', '{keys.EFFECTIVE}', '{_FLEET_FIELD}') or false
+  declared = redis.call('HKEYS', '{keys.SOURCES}')
   local wanted = {{}}
   for i = at, #ARGV do table.insert(wanted, ARGV[i]) end
   for i, c in ipairs(names_out) do
@@ -109,7 +111,7 @@ if redis.call('EXISTS', '{keys.ACCESS_POLICIES}') == 1 then
     end
   end
 end
-return {{crev, irev, member, blobs, names_out, labels, fleet, ceff, neff}}
+return {{crev, irev, member, blobs, names_out, labels, fleet, ceff, neff, declared}}
 """
 
 _labels = msgspec.json.Decoder(dict[str, str])
@@ -133,6 +135,8 @@ class Snapshot(msgspec.Struct, kw_only=True):
     fleet: EffectivePolicy | None = None
     cluster_effective: dict[str, EffectivePolicy] = {}
     namespace_effective: dict[str, dict[str, EffectivePolicy]] = {}
+    #: Custom types some MetricSource declares (read with the effective policies).
+    declared: frozenset[str] = frozenset()
 
     def inherited(self, cluster: str, namespace: str | None
                   ) -> tuple[Target | None, Mapping[str, EffectiveRule]]:
@@ -196,7 +200,7 @@ class SnapshotReader:
             error = health.rebuilding(int(found[0]), found[1])
             assert error is not None
             raise error
-        crev, irev, member, blobs, names, labels, fleet, ceff, neff = found
+        crev, irev, member, blobs, names, labels, fleet, ceff, neff, declared = found
         policies = [self._policy(b) for b in blobs if b]
         cluster_labels: dict[str, dict[str, str]] = {}
         cluster_effective: dict[str, EffectivePolicy] = {}
@@ -216,6 +220,7 @@ class SnapshotReader:
             fleet=self._effective_of(fleet) if fleet else None,
             cluster_effective=cluster_effective,
             namespace_effective=namespace_effective,
+            declared=frozenset(_str(t) for t in declared),
             compiled_revision=crev.decode() if isinstance(crev, bytes) else str(crev),
             revision=int(irev),
             member_of=[m.decode() if isinstance(m, bytes) else m for m in member],

@@ -272,3 +272,29 @@ async def test_forbidding_unset_rebuilds_and_reports_the_ignored_unset(system: S
         "policy": access_policy("drop-sre", namespace="team-b", target=("Cluster", "west"),
                                 unset=["sre-view"]), "operation": "delete"})
     assert simulated["targets"] == []  # with unset ignored, deleting it changes no rule
+
+
+async def test_custom_types_in_inherited_rules_need_a_metric_source(system: System) -> None:
+    """CONTRACT 2 holds for AccessPolicy rules too: a custom type no MetricSource declares
+    is hidden and not listed, until one declares it (which reaches cached answers)."""
+    system.write("certs.yaml", access_policy(
+        "certs", namespace="team-c", target=("Cluster", "west"),
+        rules={"cert-view": rule(users=["cora"], resources=[{"type": "certs"}])}))
+    await system.settle()
+
+    async def certs(**extra: Any) -> dict[str, Any]:
+        return await check(system, "cora", "west", type_="certs", name="*", **extra)
+
+    assert (await certs())["decision"] == "deny"
+    types = await system.request("clearance.v1.custom-types",
+                                 {"principal": {"username": "cora"}})
+    assert types["types"] == []
+    system.write("source.yaml", {
+        "apiVersion": "clusterpulse.io/v1alpha1", "kind": "MetricSource",
+        "metadata": {"name": "certs", "namespace": "monitoring"},
+        "spec": {"rbac": {"resourceTypeName": "certs"}}})
+    revision = await system.settle()
+    assert (await certs(min_revision=revision))["decision"] == "allow"
+    types = await system.request("clearance.v1.custom-types",
+                                 {"principal": {"username": "cora"}})
+    assert types["types"] == ["certs"]

@@ -3,13 +3,14 @@
 Several MetricSources may declare one type; the oldest is in force (``winner``), and
 deleting any of them leaves the others. A change re-folds the policies naming the
 type(s) it touches in the same transaction: a field filter can become valid or invalid
-with it, and an undeclared type's filters appear or vanish.
+with it, and an undeclared type's filters appear or vanish. A type becoming declared or
+undeclared also concerns the subjects of the AccessPolicy rules that list it.
 """
 
 from __future__ import annotations
 
 from clearance_core.errors import InvalidObject
-from clearance_core.fold import fold_policy
+from clearance_core.fold import Affected, fold_policy
 from clearance_core.folds import FoldEvent, FoldResult
 from clearance_core.folds.policies import report
 from clearance_core.kinds import ObjectRef
@@ -33,6 +34,12 @@ def fold(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
     types = sorted({s.type_name for s in (previous, source) if s is not None})
     for type_name in types:
         in_force = winner(s for s in model.sources.values() if s.type_name == type_name)
+        if (in_force is None) != (type_name not in model.type_sources):
+            # Declared or undeclared now: AccessPolicy rules listing the type show it or
+            # hide it (they are read against the declared types when deciding).
+            inherited = access_rule_subjects(model, type_name)
+            tx.announce.update(inherited)
+            tx.invalidate.update(inherited)
         if in_force is None:
             model.type_sources.pop(type_name, None)
         else:
@@ -56,3 +63,15 @@ def fold(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
             ref = ObjectRef("monitoraccesspolicy", namespace, name)
             result.statuses.append((ref, report(after, model, event)))
     return result
+
+
+def access_rule_subjects(model: Model, type_name: str) -> Affected:
+    """The subjects of the AccessPolicy rules whose resource filters name the type."""
+    affected = Affected()
+    for policy in model.inherit.policies.values():
+        for block in policy.blocks:
+            for rule in block.rules.values():
+                if any(f.type == type_name for f in rule.filters):
+                    affected.users.update(rule.users, rule.service_accounts)
+                    affected.groups.update(rule.groups)
+    return affected

@@ -144,7 +144,7 @@ class Decider:
             if rules:
                 decision = decide_with_inherited(
                     rules, identity, action=check.action, resource=check.resource,
-                    monitor=decision, target=target)
+                    monitor=decision, target=target, declared=snapshot.declared)
             result = result_of(decision)
             results[i] = result
             if self._cache.ttl_ms > 0:

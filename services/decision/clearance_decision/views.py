@@ -46,7 +46,8 @@ def governing(snapshot: Snapshot, identity: Identity, cluster: str, action: str,
     outcome = evaluate_cluster(snapshot.policies, identity, action=action, cluster=cluster,
                                labels=snapshot.labels.get(cluster, {}),
                                now=time.time() if now is None else now)
-    return govern(outcome, snapshot.inherited(cluster, namespace)[1], identity, action)
+    return govern(outcome, snapshot.inherited(cluster, namespace)[1], identity, action,
+                  snapshot.declared)
 
 
 def permissions(snapshot: Snapshot, identity: Identity) -> dict[str, ClusterPermissions]:
