@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from clearance_core.fold import Affected
 from clearance_core.metricsource import CompiledSource
 from clearance_core.policy import CompiledPolicy
+from clearance_core.rbac import Binding, Role
 from clearance_core.rbac_changes import RbacModel
 
 
@@ -43,7 +44,7 @@ class Writes(Protocol):
 
     def put_cluster_set(self, name: str, *, present: bool) -> None: ...
 
-    def put_rbac(self, seq: int, key: str, obj: dict[str, Any] | None) -> None: ...
+    def put_rbac(self, seq: int, key: str, value: Role | Binding | None) -> None: ...
 
     def put_namespace(self, name: str, *, present: bool) -> None: ...
 
@@ -66,8 +67,6 @@ class Model:
     groups: dict[str, list[str]] = field(default_factory=dict)
     namespaces: set[str] = field(default_factory=set)
     rbac: RbacModel = field(default_factory=RbacModel)
-    #: RBAC objects as stored (``kind/ns/name``), so a restart rebuilds ``rbac``.
-    rbac_objects: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: custom type -> keys of the policies whose rules name it.
     _by_type: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
 
