@@ -78,9 +78,9 @@ class RbacFollower:
 
         The index is updated in place, synchronously, between two awaits: an answer read
         from it in one synchronous step sees one revision. A store wiped and rebuilt
-        (``clr:built`` changed) may reach the same revision with other events (a stream
-        that was lost and refilled), so the revision alone does not say the index is
-        current."""
+        (``clr:built`` changed) may pass the same revision with other events — the stream
+        keeps only the latest messages per object, or was lost and refilled — so the
+        revision alone does not say the index is current."""
         revision, built = await self._r.mget([keys.RBAC_REV, keys.BUILT])
         seen = (int(revision or 0), built)
         if seen == (self._applied, self._built):
