@@ -32,6 +32,7 @@ from clearance_runtime import bus, servers
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import filtering
+import rbac_churn
 import rbac_fleet
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -176,15 +177,120 @@ def start_servers(prefix: str, **settings: str) -> Servers:
     return Servers(nats_srv, valkey_srv, nats_url, redis_url, env)
 
 
+
+async def checks(nc: Any, args: argparse.Namespace, echo: dict[str, float],
+                 results: dict[str, Any]) -> None:
+    singles = [msgspec.json.encode(check(i)) for i in range(2000)]
+    batches = [msgspec.json.encode(batch(i)) for i in range(200)]
+    # Cached: the warm-up pass fills the cache with every distinct question.
+    cached = await measure(nc, "clearance.v1.check", singles, args.seconds, args.inflight)
+    batch_rate = await measure(nc, "clearance.v1.check.batch", batches, args.seconds,
+                               min(args.inflight, 8))
+    results.update({
+        "check_cached": cached,
+        "check_cached_ratio": cached["rps"] / echo["rps"],
+        "check_cached_p50_ratio": cached["p50_ms"] / echo["p50_ms"],
+        "batch100": batch_rate,
+        "batch100_checks_per_s": batch_rate["rps"] * 100,
+    })
+    # Uncached: every question distinct (an extra asserted group makes each principal
+    # new), so every request evaluates and writes a cache entry.
+    uncached = [
+        msgspec.json.encode({**check(i), "principal": {
+            "username": f"user-{i % PRINCIPALS}", "groups": [f"x{i}"]}})
+        for i in range(200000)
+    ]
+    rate, lat = await load(nc, "clearance.v1.check", uncached, seconds=args.seconds,
+                           inflight=args.inflight)
+    results["check_uncached"] = {"rps": rate, "p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99)}
+    results["check_uncached_ratio"] = rate / echo["rps"]
+
+
+async def reviews(nc: Any, js: Any, args: argparse.Namespace, echo: dict[str, float],
+                  results: dict[str, Any]) -> None:
+    bodies = [msgspec.json.encode(rbac_fleet.review(i)) for i in range(2000)]
+    results["review_subject"] = await measure(nc, "clearance.v1.review.subject", bodies,
+                                              args.seconds, args.inflight)
+    results["review_subject_ratio"] = results["review_subject"]["rps"] / echo["rps"]
+    whos = [msgspec.json.encode(rbac_fleet.who_can(i)) for i in range(2000)]
+    _, lat = await load(nc, "clearance.v1.review.resource", whos, seconds=3, inflight=1)
+    results["who_can"] = {"p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99)}
+    results["rbac_change_ms"] = await rbac_churn.change_latency(nc, js)
+    stop = asyncio.Event()
+    changer = asyncio.create_task(rbac_churn.churn(js, stop))
+    try:
+        rate, lat = await load(nc, "clearance.v1.review.subject", bodies,
+                               seconds=args.seconds, inflight=args.inflight)
+    finally:
+        stop.set()
+        changes = await changer
+    results["review_subject_churn"] = {"rps": rate, "p50_ms": pct(lat, 50),
+                                       "p99_ms": pct(lat, 99), "binding_changes": changes}
+    results["review_subject_churn_ratio"] = rate / echo["rps"]
+
+
+async def filters(nc: Any, results: dict[str, Any]) -> None:
+    search_body = msgspec.json.encode({"principal": {"username": "user-1",
+                                                     "groups": ["group-1"]},
+                                       "items": rbac_fleet.search_items(50_000)})
+    results["search_filter_50k_items_per_s"] = 50_000 / await fastest(
+        nc, "clearance.v1.search.filter", search_body)
+    results["filter"] = [filtering.measure(n) for n in (10_000, 100_000)]
+    big = msgspec.json.encode({
+        "principal": {"username": "user-0"}, "cluster": "c0", "type": "pods",
+        "items": [msgspec.structs.asdict(i) for i in filtering.pods(100_000)]})
+    results["filter_100k_end_to_end_s"] = await fastest(nc, "clearance.v1.filter", big)
+    results["filter_100k_request_bytes"] = len(big)
+
+
+def report(results: dict[str, Any]) -> None:
+    print(json.dumps(results, indent=2))
+    echo = results["echo"]
+    if "check_cached" in results:
+        cached = results["check_cached"]
+        print(
+            f"\necho {echo['rps']:.0f} req/s | cached check {cached['rps']:.0f} req/s "
+            f"= {results['check_cached_ratio']:.2f}x echo (target >= 0.5x) | "
+            f"p50 {cached['p50_ms']:.2f} ms p99 {cached['p99_ms']:.2f} ms | "
+            f"uncached {results['check_uncached']['rps']:.0f} req/s = "
+            f"{results['check_uncached_ratio']:.2f}x | batch of 100: "
+            f"{results['batch100_checks_per_s']:.0f} checks/s (target >= 20000)"
+        )
+    review, churn = results["review_subject"], results["review_subject_churn"]
+    print(f"SubjectAccessReview (5,000 bindings, 1,000 roles, 2,000 namespaces): "
+          f"{review['rps']:.0f} req/s = {results['review_subject_ratio']:.2f}x echo "
+          f"({echo['rps']:.0f} req/s), p50 {review['p50_ms']:.2f} ms p99 "
+          f"{review['p99_ms']:.2f} ms | who-can p50 {results['who_can']['p50_ms']:.2f} ms "
+          f"p99 {results['who_can']['p99_ms']:.2f} ms (target p99 < 10 ms)")
+    change = results["rbac_change_ms"]
+    print(f"one RoleBinding change until reviews reflect it: median "
+          f"{change['median_ms']:.1f} ms (min {change['min_ms']:.1f}, max "
+          f"{change['max_ms']:.1f}) | reviews while one binding changes every 100 ms: "
+          f"{churn['rps']:.0f} req/s = {results['review_subject_churn_ratio']:.2f}x echo, "
+          f"p50 {churn['p50_ms']:.2f} ms p99 {churn['p99_ms']:.2f} ms "
+          f"({churn['binding_changes']} changes)")
+    if "filter" not in results:
+        return
+    print(f"search.filter 50,000 results end to end: "
+          f"{results['search_filter_50k_items_per_s']:.0f} items/s")
+    for row in results["filter"]:
+        print(f"filter {row['items']:>7} pods: {row['clearance_items_per_s']:.0f} items/s = "
+              f"{row['ratio']:.2f}x a one-regex list comprehension (target >= 0.5x)")
+    print(f"filter 100,000 pods over NATS end to end: "
+          f"{results['filter_100k_end_to_end_s'] * 1000:.0f} ms "
+          f"({results['filter_100k_request_bytes'] / 1e6:.1f} MB request; target < 1 s)")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--inflight", type=int, default=64)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--rbac-only", action="store_true",
+                        help="measure the echo and the reviews only")
     args = parser.parse_args()
     nats_srv, valkey_srv, nats_url, redis_url, env = start_servers("clearance-bench-")
-    clearance = CLEARANCE
-    procs = [spawn([clearance, "run", name], env)
+    procs = [spawn([CLEARANCE, "run", name], env)
              for name in ("compiler", "cache-invalidator", "decision")]
     procs.append(spawn([sys.executable, str(ROOT / "bench" / "echo.py"), nats_url,
                         "bench.echo"], env))
@@ -203,53 +309,14 @@ async def main() -> None:
             await asyncio.sleep(0.05)
         results["compile_events_per_s"] = len(objects) / (time.perf_counter() - t0)
         await r.aclose()
-
         singles = [msgspec.json.encode(check(i)) for i in range(2000)]
-        batches = [msgspec.json.encode(batch(i)) for i in range(200)]
         echo = await measure(nc, "bench.echo", singles, args.seconds, args.inflight)
-        # Cached: the warm-up pass fills the cache with every distinct question.
-        cached = await measure(nc, "clearance.v1.check", singles, args.seconds, args.inflight)
-        batch_rate = await measure(nc, "clearance.v1.check.batch", batches, args.seconds,
-                                   min(args.inflight, 8))
-        results.update({
-            "objects": len(objects),
-            "inflight": args.inflight,
-            "echo": echo,
-            "check_cached": cached,
-            "check_cached_ratio": cached["rps"] / echo["rps"],
-            "check_cached_p50_ratio": cached["p50_ms"] / echo["p50_ms"],
-            "batch100": batch_rate,
-            "batch100_checks_per_s": batch_rate["rps"] * 100,
-        })
-        # Uncached: every question distinct (an extra asserted group makes each principal
-        # new), so every request evaluates and writes a cache entry.
-        uncached = [
-            msgspec.json.encode({**check(i), "principal": {
-                "username": f"user-{i % PRINCIPALS}", "groups": [f"x{i}"]}})
-            for i in range(200000)
-        ]
-        rate, lat = await load(nc, "clearance.v1.check", uncached, seconds=args.seconds,
-                               inflight=args.inflight)
-        results["check_uncached"] = {"rps": rate, "p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99)}
-        results["check_uncached_ratio"] = rate / echo["rps"]
-        reviews = [msgspec.json.encode(rbac_fleet.review(i)) for i in range(2000)]
-        results["review_subject"] = await measure(nc, "clearance.v1.review.subject", reviews,
-                                                  args.seconds, args.inflight)
-        results["review_subject_ratio"] = results["review_subject"]["rps"] / echo["rps"]
-        whos = [msgspec.json.encode(rbac_fleet.who_can(i)) for i in range(2000)]
-        _, lat = await load(nc, "clearance.v1.review.resource", whos, seconds=3, inflight=1)
-        results["who_can"] = {"p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99)}
-        search_body = msgspec.json.encode({"principal": {"username": "user-1",
-                                                         "groups": ["group-1"]},
-                                           "items": rbac_fleet.search_items(50_000)})
-        results["search_filter_50k_items_per_s"] = 50_000 / await fastest(
-            nc, "clearance.v1.search.filter", search_body)
-        results["filter"] = [filtering.measure(n) for n in (10_000, 100_000)]
-        big = msgspec.json.encode({
-            "principal": {"username": "user-0"}, "cluster": "c0", "type": "pods",
-            "items": [msgspec.structs.asdict(i) for i in filtering.pods(100_000)]})
-        results["filter_100k_end_to_end_s"] = await fastest(nc, "clearance.v1.filter", big)
-        results["filter_100k_request_bytes"] = len(big)
+        results.update({"objects": len(objects), "inflight": args.inflight, "echo": echo})
+        if not args.rbac_only:
+            await checks(nc, args, echo, results)
+        await reviews(nc, js, args, echo, results)
+        if not args.rbac_only:
+            await filters(nc, results)
         await nc.close()
     except BaseException as exc:
         # Reported before the teardown, which must never hide it.
@@ -257,29 +324,7 @@ async def main() -> None:
         raise
     finally:
         teardown(procs, [valkey_srv, nats_srv])
-    print(json.dumps(results, indent=2))
-    print(
-        f"\necho {echo['rps']:.0f} req/s | cached check {cached['rps']:.0f} req/s "
-        f"= {results['check_cached_ratio']:.2f}x echo (target >= 0.5x) | "
-        f"p50 {cached['p50_ms']:.2f} ms p99 {cached['p99_ms']:.2f} ms | "
-        f"uncached {results['check_uncached']['rps']:.0f} req/s = "
-        f"{results['check_uncached_ratio']:.2f}x | batch of 100: "
-        f"{results['batch100_checks_per_s']:.0f} checks/s (target >= 20000)"
-    )
-    review = results["review_subject"]
-    print(f"SubjectAccessReview (5,000 bindings, 1,000 roles, 2,000 namespaces): "
-          f"{review['rps']:.0f} req/s = {results['review_subject_ratio']:.2f}x echo, "
-          f"p50 {review['p50_ms']:.2f} ms p99 {review['p99_ms']:.2f} ms | who-can p50 "
-          f"{results['who_can']['p50_ms']:.2f} ms p99 {results['who_can']['p99_ms']:.2f} ms "
-          f"(target p99 < 10 ms)")
-    print(f"search.filter 50,000 results end to end: "
-          f"{results['search_filter_50k_items_per_s']:.0f} items/s")
-    for row in results["filter"]:
-        print(f"filter {row['items']:>7} pods: {row['clearance_items_per_s']:.0f} items/s = "
-              f"{row['ratio']:.2f}x a one-regex list comprehension (target >= 0.5x)")
-    print(f"filter 100,000 pods over NATS end to end: "
-          f"{results['filter_100k_end_to_end_s'] * 1000:.0f} ms "
-          f"({results['filter_100k_request_bytes'] / 1e6:.1f} MB request; target < 1 s)")
+    report(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

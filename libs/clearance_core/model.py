@@ -27,6 +27,7 @@ from clearance_core.inherit_index import InheritanceIndex
 from clearance_core.merge import EffectivePolicy
 from clearance_core.metricsource import CompiledSource
 from clearance_core.policy import CompiledPolicy
+from clearance_core.rbac import Binding, Role
 from clearance_core.rbac_changes import RbacModel
 from clearance_core.wire import StatusCondition
 
@@ -48,7 +49,7 @@ class Writes(Protocol):
 
     def put_cluster_set(self, name: str, *, present: bool) -> None: ...
 
-    def put_rbac(self, seq: int, key: str, obj: dict[str, Any] | None) -> None: ...
+    def put_rbac(self, seq: int, key: str, value: Role | Binding | None) -> None: ...
 
     def put_namespace(self, name: str, *, present: bool) -> None: ...
 
@@ -81,8 +82,6 @@ class Model:
     groups: dict[str, list[str]] = field(default_factory=dict)
     namespaces: set[str] = field(default_factory=set)
     rbac: RbacModel = field(default_factory=RbacModel)
-    #: RBAC objects as stored (``kind/ns/name``), so a restart rebuilds ``rbac``.
-    rbac_objects: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: Inherited AccessPolicies: the valid ones and every materialised target's
     #: effective policy (CONTRACT 6), the errors of invalid ones, the conditions last
     #: stored per policy (so only a change is written and published).

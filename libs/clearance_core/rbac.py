@@ -181,6 +181,25 @@ class RoleKey(NamedTuple):
 
 RoleKind = Literal["Role", "ClusterRole"]
 BindingKind = Literal["RoleBinding", "ClusterRoleBinding"]
+#: The four kinds, by their token on the event stream (``ObjectRef.kind``).
+KINDS: dict[str, RoleKind | BindingKind] = {
+    "role": "Role", "clusterrole": "ClusterRole",
+    "rolebinding": "RoleBinding", "clusterrolebinding": "ClusterRoleBinding"}
+
+
+def object_key(kind: str, namespace: str, name: str) -> str:
+    """The one key of a Role, ClusterRole or binding wherever it is kept (the store, its
+    change log, the compiler's model): ``Kind/namespace/name``. A cluster-scoped kind has
+    no namespace whatever its metadata says, as parsing ignores it too. ``%`` and ``/`` in
+    the namespace (never in a Kubernetes one) are escaped, so no two objects share a key."""
+    if kind not in ("Role", "RoleBinding"):
+        namespace = ""
+    return f"{kind}/{namespace.replace('%', '%25').replace('/', '%2F')}/{name}"
+
+
+def is_role_key(key: str) -> bool:
+    """Whether an :func:`object_key` names a Role or ClusterRole (else a binding)."""
+    return key.startswith(("Role/", "ClusterRole/"))
 
 
 class Role(msgspec.Struct, frozen=True, kw_only=True):

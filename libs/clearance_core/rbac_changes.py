@@ -13,16 +13,31 @@ before applying a change, whose answers the change can alter:
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 
 from clearance_core.fold import Affected
 from clearance_core.rbac import Binding, Role, RoleKey, binding_subjects
 
 
 class RbacModel:
+    """Roles by :class:`RoleKey` (how bindings name them), bindings by
+    :func:`clearance_core.rbac.object_key`."""
+
     def __init__(self) -> None:
         self.roles: dict[RoleKey, Role] = {}
-        self.bindings: dict[tuple[str, str], Binding] = {}
-        self._by_role: dict[RoleKey, set[tuple[str, str]]] = defaultdict(set)
+        self.bindings: dict[str, Binding] = {}
+        self._by_role: dict[RoleKey, set[str]] = defaultdict(set)
+
+    @classmethod
+    def of(cls, stored: Mapping[str, Role | Binding]) -> RbacModel:
+        """The model of the compiled objects as stored (object key -> object)."""
+        model = cls()
+        for key, value in stored.items():
+            if isinstance(value, Role):
+                model.put_role(value.key, value)
+            else:
+                model.put_binding(key, value)
+        return model
 
     def put_role(self, key: RoleKey, role: Role | None) -> None:
         if role is None:
@@ -30,7 +45,7 @@ class RbacModel:
         else:
             self.roles[key] = role
 
-    def put_binding(self, key: tuple[str, str], binding: Binding | None) -> None:
+    def put_binding(self, key: str, binding: Binding | None) -> None:
         old = self.bindings.pop(key, None)
         if old is not None:
             self._by_role[old.role_key].discard(key)
@@ -68,14 +83,14 @@ class RbacModel:
         """A hub namespace appearing or vanishing changes the search plans of exactly the
         subjects of the RoleBindings inside it (cluster-wide grants cover it either way)."""
         affected = Affected()
-        for (kind, _), binding in self.bindings.items():
-            if kind == "rolebinding" and binding.namespace == namespace:
+        for binding in self.bindings.values():
+            if binding.kind == "RoleBinding" and binding.namespace == namespace:
                 users, groups = binding_subjects(binding)
                 affected.users.update(users)
                 affected.groups.update(groups)
         return affected
 
-    def affected_by_binding(self, key: tuple[str, str], new: Binding | None) -> Affected:
+    def affected_by_binding(self, key: str, new: Binding | None) -> Affected:
         affected = Affected()
         for binding in (self.bindings.get(key), new):
             if binding is not None:

@@ -1,30 +1,28 @@
-"""RbacIndex: the RBAC authorizer, rules review and who-can over one snapshot of objects.
+"""RbacIndex: the RBAC authorizer, rules review and who-can, kept current one object at a
+time.
 
 Kubernetes answers these by scanning every binding per request (``VisitRulesFor``, the
 subject locator); with thousands of bindings that is too slow for a per-request path,
-so the index is built once per snapshot (in time linear in roles, bindings and the
-rules they hold) and each question touches only what can matter:
+so the index is built once (in time linear in roles, bindings and the rules they hold),
+then kept current by :meth:`RbacIndex.put_role`, :meth:`RbacIndex.remove_role`,
+:meth:`RbacIndex.put_binding` and :meth:`RbacIndex.remove_binding` — each touches only the
+entries of that object (and, for a ClusterRole, of the aggregated roles it feeds) — and
+each question touches only what can matter:
 
 * ``allowed``/``rules_for`` look bindings up by subject (user, each group) and namespace;
 * ``who_can`` looks rules up by resource token (exact, ``*``, ``*/sub``), keeps the roles
   whose rules allow the request, then the bindings referencing those roles.
 
-Answers never depend on the order objects were given in: bindings are visited
-ClusterRoleBindings first (as ``VisitRulesFor`` does), each kind by namespace and name.
-
-Aggregated ClusterRoles are resolved here, not read from their stored ``rules``: the
-Kubernetes controller overwrites those with the union of the rules of the ClusterRoles
-the selectors pick (by name within each selector, duplicates dropped, never itself), so
-a snapshot taken before the controller ran would otherwise be stale. Chains
-(view -> edit -> admin) resolve as the controller converges to; in a cycle an aggregated
-role contributes only the non-aggregated roles reachable from it, so there is no loop.
+Answers never depend on the order objects were given or changed in: bindings are visited
+ClusterRoleBindings first (as ``VisitRulesFor`` does), each kind by namespace and name —
+the order of their identities, ``(kind, namespace, name)``. Aggregated ClusterRoles are
+resolved by :class:`clearance_core.rbac_roles.RoleRules`.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import NamedTuple
 
 from clearance_core.rbac import (
     Attributes,
@@ -37,19 +35,8 @@ from clearance_core.rbac import (
     describe_subject,
     subject_key,
 )
-
-
-class _Bound(NamedTuple):
-    binding: Binding
-    role: RoleKey
-    users: frozenset[str]
-    groups: frozenset[str]
-
-    def missing(self) -> str:
-        ref = self.role
-        role = f"{ref.namespace}/{ref.name}" if ref.namespace else ref.name
-        binding = f'{self.binding.kind.lower()} "{self.binding.id}"'
-        return f'{binding} references missing {ref.kind.lower()} "{role}"'
+from clearance_core.rbac_bindings import BindingId, BindingIndex, Bound
+from clearance_core.rbac_roles import RoleRules
 
 
 def _aggregate(errors: list[str]) -> str | None:
@@ -60,129 +47,64 @@ def _aggregate(errors: list[str]) -> str | None:
 
 
 class RbacIndex:
-    """An immutable index over Roles, ClusterRoles and bindings; rebuild it on change."""
+    """An index over Roles, ClusterRoles and bindings, updated in place object by object."""
 
     binding_subjects = staticmethod(binding_subjects)
 
     def __init__(self, roles: Iterable[Role] = (), bindings: Iterable[Binding] = ()) -> None:
-        self._roles: dict[RoleKey, Role] = {role.key: role for role in roles}
-        self._aggregated_into: dict[RoleKey, set[RoleKey]] = defaultdict(set)
-        self._rules: dict[RoleKey, tuple[PolicyRule, ...]] = self._resolve_rules()
+        self._roles = RoleRules(roles)
+        self._bindings = BindingIndex()
+        # (role namespace, resource token) -> role -> its rules naming the token: who_can's
+        # way in; and the ClusterRoles' URL rules.
+        self._by_resource: dict[tuple[str, str], dict[RoleKey, list[PolicyRule]]] = (
+            defaultdict(dict))
+        self._non_resource: dict[RoleKey, list[PolicyRule]] = {}
+        self._indexed: dict[RoleKey, tuple[PolicyRule, ...]] = {}  # rules as indexed
+        for key in list(self._roles.rules):
+            self._index_rules(key)
+        for binding in bindings:  # a later binding of the same identity replaces one
+            self._bindings.put(binding)
 
-        unique = {(b.kind, b.namespace, b.name): b for b in bindings}
-        ordered = sorted(unique.values(), key=lambda b: (b.kind, b.namespace, b.name))
-        self._bindings: list[_Bound] = []
-        # Subject -> binding positions; RoleBindings also keyed by their namespace.
-        self._crb_user: dict[str, list[int]] = defaultdict(list)
-        self._crb_group: dict[str, list[int]] = defaultdict(list)
-        self._rb_user: dict[tuple[str, str], list[int]] = defaultdict(list)
-        self._rb_group: dict[tuple[str, str], list[int]] = defaultdict(list)
-        # Subject -> namespaces of the RoleBindings naming it (where it may hold grants).
-        self._rb_namespaces: dict[tuple[bool, str], set[str]] = defaultdict(set)
-        # Role -> binding positions: every binding, and RoleBindings per namespace.
-        self._by_role: dict[RoleKey, list[int]] = defaultdict(list)
-        self._by_ns_role: dict[tuple[str, RoleKey], list[int]] = defaultdict(list)
-        for pos, binding in enumerate(ordered):
-            users, groups = binding_subjects(binding)
-            bound = _Bound(binding, binding.role_key, frozenset(users), frozenset(groups))
-            self._bindings.append(bound)
-            self._by_role[bound.role].append(pos)
-            ns = binding.namespace
-            self._by_ns_role[ns, bound.role].append(pos)  # ns "" holds the CRBs
-            for user in users:
-                (self._rb_user[ns, user] if ns else self._crb_user[user]).append(pos)
-                if ns:
-                    self._rb_namespaces[False, user].add(ns)
-            for group in groups:
-                (self._rb_group[ns, group] if ns else self._crb_group[group]).append(pos)
-                if ns:
-                    self._rb_namespaces[True, group].add(ns)
+    # Changes -------------------------------------------------------------------------
 
-        # (role namespace, resource token) -> (role, rule): who_can's way in.
-        self._by_resource: dict[tuple[str, str], list[tuple[RoleKey, PolicyRule]]] = (
-            defaultdict(list)
-        )
-        self._non_resource: list[tuple[RoleKey, PolicyRule]] = []
-        for key, rules in self._rules.items():
-            for rule in rules:
-                for token in dict.fromkeys(rule.resources):
-                    self._by_resource[key.namespace, token].append((key, rule))
-                if rule.non_resource_urls and key.kind == "ClusterRole":
-                    self._non_resource.append((key, rule))
+    def put_role(self, role: Role) -> None:
+        """Add or replace a Role or ClusterRole (and re-resolve what aggregates it)."""
+        for key in self._roles.put(role):
+            self._index_rules(key)
 
-    # Aggregation ---------------------------------------------------------------------
+    def remove_role(self, key: RoleKey) -> None:
+        for changed in self._roles.remove(key):
+            self._index_rules(changed)
 
-    def _resolve_rules(self) -> dict[RoleKey, tuple[PolicyRule, ...]]:
-        rules = {key: role.rules for key, role in self._roles.items()}
-        cluster = {k.name: r for k, r in self._roles.items() if k.kind == "ClusterRole"}
-        by_label: dict[tuple[str, str], set[str]] = defaultdict(set)
-        for name, role in cluster.items():
-            for pair in role.labels.items():
-                by_label[pair].add(name)
-        picks: dict[str, list[str]] = {}
-        for name, role in cluster.items():
-            if role.aggregation is None:
-                continue
-            picked: list[str] = []
-            for selector in role.aggregation:
-                candidates: Iterable[str] = cluster
-                if selector.match_labels:  # narrow by the rarest label before testing
-                    sets = sorted(
-                        (by_label.get(pair, set()) for pair in selector.match_labels.items()),
-                        key=len,
-                    )
-                    candidates = sets[0]
-                picked.extend(
-                    sorted(
-                        n for n in candidates
-                        if n != name and selector.matches(cluster[n].labels)
-                    )
-                )
-            picks[name] = picked
-        for name in picks:
-            key = RoleKey("ClusterRole", "", name)
-            resolved, reached = self._expand(name, picks, cluster)
-            rules[key] = resolved
-            for other in reached:
-                self._aggregated_into[RoleKey("ClusterRole", "", other)].add(key)
-        return rules
+    def put_binding(self, binding: Binding) -> None:
+        """Add or replace a RoleBinding or ClusterRoleBinding."""
+        self._bindings.put(binding)
 
-    @staticmethod
-    def _expand(
-        root: str, picks: dict[str, list[str]], cluster: dict[str, Role]
-    ) -> tuple[tuple[PolicyRule, ...], set[str]]:
-        """Depth-first, in pick order; iterative so a long chain cannot exhaust the stack."""
-        out: dict[PolicyRule, None] = {}  # an ordered set: the controller drops duplicates
-        reached: set[str] = set()
-        entered = {root}  # an aggregated role is expanded once per root: no cycles
-        stack = [iter(picks[root])]
-        while stack:
-            name = next(stack[-1], None)
-            if name is None:
-                stack.pop()
-                continue
-            reached.add(name)
-            role = cluster[name]
-            if role.aggregation is None:
-                out.update(dict.fromkeys(role.rules))
-            elif name not in entered:
-                entered.add(name)
-                stack.append(iter(picks[name]))
-        return tuple(out), reached
+    def remove_binding(self, bid: BindingId) -> None:
+        """Remove the binding ``(kind, namespace, name)``, if present."""
+        self._bindings.remove(bid)
+
+    def _index_rules(self, key: RoleKey) -> None:
+        """Re-index the rules of ``key`` as they now resolve (none: the role is gone)."""
+        for rule in self._indexed.pop(key, ()):
+            for token in rule.resources:
+                by_role = self._by_resource.get((key.namespace, token))
+                if by_role is not None:
+                    by_role.pop(key, None)
+                    if not by_role:
+                        del self._by_resource[key.namespace, token]
+        self._non_resource.pop(key, None)
+        rules = self._roles.rules.get(key)
+        if rules is None:
+            return
+        self._indexed[key] = rules
+        for rule in rules:
+            for token in dict.fromkeys(rule.resources):
+                self._by_resource[key.namespace, token].setdefault(key, []).append(rule)
+            if rule.non_resource_urls and key.kind == "ClusterRole":
+                self._non_resource.setdefault(key, []).append(rule)
 
     # Questions -----------------------------------------------------------------------
-
-    def _applicable(self, username: str, groups: Iterable[str], namespace: str) -> list[int]:
-        """Positions of the bindings naming the subject: CRBs, then RBs of ``namespace``."""
-        found: set[int] = set(self._crb_user.get(username, ()))
-        group_list = tuple(groups)
-        for group in group_list:
-            found.update(self._crb_group.get(group, ()))
-        if namespace:
-            found.update(self._rb_user.get((namespace, username), ()))
-            for group in group_list:
-                found.update(self._rb_group.get((namespace, group), ()))
-        return sorted(found)
 
     def allowed(
         self, attrs: Attributes, username: str, groups: Iterable[str]
@@ -195,11 +117,10 @@ class RbacIndex:
         """
         group_set = frozenset(groups)
         namespace = "" if isinstance(attrs, NonResourceAttributes) else attrs.namespace
-        winner: _Bound | None = None
+        winner: Bound | None = None
         errors: list[str] = []
-        for pos in self._applicable(username, group_set, namespace):
-            bound = self._bindings[pos]
-            rules = self._rules.get(bound.role)
+        for bound in self._bindings.applicable(username, group_set, namespace):
+            rules = self._roles.rules.get(bound.role)
             if rules is None:
                 errors.append(bound.missing())
             elif winner is None and any(rule.allows(attrs) for rule in rules):
@@ -210,7 +131,7 @@ class RbacIndex:
         return True, "RBAC: allowed by " + self._describe(winner, username, group_set), error
 
     @staticmethod
-    def _describe(bound: _Bound, username: str, groups: frozenset[str]) -> str:
+    def _describe(bound: Bound, username: str, groups: frozenset[str]) -> str:
         """Kubernetes' binding describers, naming the first subject that applies.
 
         Note Kubernetes prints a RoleBinding as ``name/namespace``; so do we.
@@ -251,10 +172,7 @@ class RbacIndex:
         """The namespaces of the RoleBindings naming the subject: the only namespaces where
         it can hold a grant beyond its ClusterRoleBindings' (whether or not a Namespace
         object for them is known)."""
-        found = set(self._rb_namespaces.get((False, username), ()))
-        for group in groups:
-            found.update(self._rb_namespaces.get((True, group), ()))
-        return found
+        return self._bindings.namespaces(username, groups)
 
     def scoped_rules(
         self, username: str, groups: Iterable[str], namespace: str
@@ -263,10 +181,9 @@ class RbacIndex:
         ``namespace``, in visiting order — what a query plan needs to tell cluster-wide
         grants from one namespace's."""
         out: list[tuple[bool, PolicyRule]] = []
-        for pos in self._applicable(username, groups, namespace):
-            bound = self._bindings[pos]
+        for bound in self._bindings.applicable(username, groups, namespace):
             cluster_wide = not bound.binding.namespace
-            out.extend((cluster_wide, rule) for rule in self._rules.get(bound.role, ()))
+            out.extend((cluster_wide, rule) for rule in self._roles.rules.get(bound.role, ()))
         return out
 
     def evaluation_error(
@@ -274,23 +191,25 @@ class RbacIndex:
     ) -> str | None:
         """The applicable bindings whose role is missing (a rules review's evaluationError)."""
         errors = [
-            self._bindings[pos].missing()
-            for pos in self._applicable(username, groups, namespace)
-            if self._bindings[pos].role not in self._rules
+            bound.missing()
+            for bound in self._bindings.applicable(username, groups, namespace)
+            if bound.role not in self._roles.rules
         ]
         return _aggregate(errors)
 
     def _matching_roles(self, attrs: Attributes) -> set[RoleKey]:
         if isinstance(attrs, NonResourceAttributes):
-            return {key for key, rule in self._non_resource if rule.allows(attrs)}
+            return {key for key, rules in self._non_resource.items()
+                    if any(rule.allows(attrs) for rule in rules)}
         sub = attrs.subresource
         combined = f"{attrs.resource}/{sub}" if sub else attrs.resource
         tokens = dict.fromkeys(("*", combined, f"*/{sub}") if sub else ("*", combined))
         found: set[RoleKey] = set()
         for role_namespace in ("", attrs.namespace) if attrs.namespace else ("",):
             for token in tokens:
-                for key, rule in self._by_resource.get((role_namespace, token), ()):
-                    if key not in found and rule.allows(attrs):
+                by_role = self._by_resource.get((role_namespace, token), {})
+                for key, rules in by_role.items():
+                    if key not in found and any(rule.allows(attrs) for rule in rules):
                         found.add(key)
         return found
 
@@ -305,9 +224,9 @@ class RbacIndex:
         groups: set[str] = set()
         for key in self._matching_roles(attrs):
             for scope in ("", namespace) if namespace else ("",):
-                for pos in self._by_ns_role.get((scope, key), ()):
-                    users.update(self._bindings[pos].users)
-                    groups.update(self._bindings[pos].groups)
+                for bound in self._bindings.of_role(key, scope):
+                    users.update(bound.users)
+                    groups.update(bound.groups)
         return sorted(users), sorted(groups)
 
     def subjects_of_role(self, kind: str, namespace: str, name: str) -> tuple[list[str], list[str]]:
@@ -319,14 +238,15 @@ class RbacIndex:
         key = RoleKey(kind, namespace if kind == "Role" else "", name)
         users: set[str] = set()
         groups: set[str] = set()
-        for role in (key, *self._aggregated_into.get(key, ())):
-            for pos in self._by_role.get(role, ()):
-                users.update(self._bindings[pos].users)
-                groups.update(self._bindings[pos].groups)
+        into = self._roles.aggregated_into.get(name, ()) if kind == "ClusterRole" else ()
+        for role in (key, *(RoleKey("ClusterRole", "", other) for other in into)):
+            for bound in self._bindings.of_role(role):
+                users.update(bound.users)
+                groups.update(bound.groups)
         return sorted(users), sorted(groups)
 
     def effective_rules(
         self, kind: str, namespace: str, name: str
     ) -> tuple[PolicyRule, ...] | None:
         """A role's rules after aggregation; None when the role does not exist."""
-        return self._rules.get(RoleKey(kind, namespace if kind == "Role" else "", name))
+        return self._roles.rules.get(RoleKey(kind, namespace if kind == "Role" else "", name))

@@ -22,8 +22,15 @@ Compiled state (written only by the compiler, in one fenced Lua script per event
     clr:mc                  HASH  cluster -> JSON labels (the ManagedCluster inventory)
     clr:ns                  SET   hub namespaces (Namespace objects), for search plans
     clr:mcs                 SET   ManagedClusterSets that exist
-    clr:rbac                HASH  "kind/ns/name" -> JSON Role, ClusterRole or binding
-    clr:rbac:rev            revision of the last RBAC change (readers rebuild on change)
+    clr:rbac2               HASH  object key -> msgpack Role or Binding (clearance_core.rbac,
+                                  compiled; ``rbac.object_key``: "Kind/ns/name", one format
+                                  for the four kinds; invalid objects are absent)
+    clr:rbac:rev            revision of the last RBAC change
+    clr:rbac:log            STREAM one entry per RBAC change, id "<rev>-0": k (object key),
+                                  v (msgpack, absent when withdrawn); about the last
+                                  ``rbac_store.LOG_LENGTH`` kept, for readers to follow
+    clr:rbac                (no longer written) RBAC as JSON objects, before they were
+                                  stored compiled: a store holding it is rebuilt
     clr:grp                 HASH  group -> JSON sorted users
     clr:memb:<user>         SET   groups listing the user (or email)
     clr:ap                  HASH  AccessPolicy "ns/name" -> msgpack CompiledAccessPolicy
@@ -50,7 +57,7 @@ Decision cache:
     clr:dci:all             ZSET  cache key -> expiry (ms): exact entry counts
 Memory (Valkey runs with ``maxmemory-policy volatile-lru``): only ``clr:dc:<digest>``
 entries carry a TTL, so they are the only keys eviction may remove. Compiled state, the
-change stream and the cache index sets carry none: an evicted index would leave live
+change streams and the cache index sets carry none: an evicted index would leave live
 entries that no invalidation can reach. Dangling index members (their entry expired or
 was evicted) are swept by the invalidator every minute. At the limit with nothing left
 to evict, Valkey refuses writes: the compiler retries, the decision service answers
@@ -69,7 +76,9 @@ BUILT = "clr:built"
 POLICIES = "clr:pol"
 CLUSTERS = "clr:mc"
 POLICY_OBJECTS = "clr:polraw"
-RBAC = "clr:rbac"
+RBAC = "clr:rbac2"
+RBAC_LOG = "clr:rbac:log"
+RBAC_JSON = "clr:rbac"
 NAMESPACES = "clr:ns"
 CLUSTER_SETS = "clr:mcs"
 RBAC_REV = "clr:rbac:rev"

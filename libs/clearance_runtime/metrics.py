@@ -56,6 +56,11 @@ CACHE_SWEPT = Counter(
     "Dangling cache index members (expired or evicted entries) removed",
 )
 MALFORMED = Counter("clearance_malformed_total", "Malformed inputs skipped, by where", ["where"])
+RBAC_INDEX_UPDATES = Counter(
+    "clearance_rbac_index_updates_total",
+    "Decision service RBAC index updates: objects applied from the change log (delta), "
+    "or full rebuilds from the store (rebuild)", ["how"],
+)
 
 
 class Bound:

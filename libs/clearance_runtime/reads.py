@@ -7,9 +7,9 @@ service names no key and calls no Redis method; keys come from :mod:`.keys`.
 - :meth:`Reads.effective_groups` — the groups a review or a search is answered for: the
   same definition as a check's identity
   (:func:`clearance_core.principal.effective_groups`), from the same Group memberships;
-- :meth:`Reads.rbac_index` — the RBAC index of the current state, rebuilt only when the
-  compiler's RBAC revision moves; :func:`build_rbac_index` is the one place that knows
-  how RBAC is stored;
+- :meth:`Reads.rbac_index` — the RBAC index of the current state, kept current from the
+  compiler's RBAC change log (:mod:`.rbac_store`, the one place that knows how RBAC is
+  stored);
 - the system revision (and waiting for one), service health, status counters, a
   policy with its revision, MetricSources and the cluster inventory;
 - ``Reads.inherited`` (:mod:`.inherit_reads`) — inherited AccessPolicies.
@@ -20,29 +20,26 @@ decision service answers it with :func:`unavailable`.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import msgspec
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from clearance_core.errors import InvalidObject, Unavailable
+from clearance_core.errors import Unavailable
 from clearance_core.metricsource import CompiledSource
 from clearance_core.policy import CompiledPolicy
 from clearance_core.principal import Identity, effective_groups, identity_of
-from clearance_core.rbac import Binding, Role, parse_binding, parse_role
 from clearance_core.rbac_index import RbacIndex
 from clearance_core.wire import Principal
-from clearance_runtime import health, keys, logs
+from clearance_runtime import health, keys
 from clearance_runtime.inherit_reads import InheritReads
+from clearance_runtime.rbac_store import RbacFollower
 from clearance_runtime.snapshot import Snapshot, SnapshotReader
 from clearance_runtime.state import decode_policy, decode_source
 
-__all__ = ["STORE_OUTAGES", "Counts", "Reads", "Snapshot", "build_rbac_index", "unavailable"]
-log = logs.get(__name__)
-_object = msgspec.json.Decoder(dict[str, Any])
+__all__ = ["STORE_OUTAGES", "Counts", "Reads", "Snapshot", "unavailable"]
 _labels = msgspec.json.Decoder(dict[str, str])
 
 
@@ -73,34 +70,13 @@ class Counts(NamedTuple):
     misses: int
 
 
-def build_rbac_index(objects: Iterable[bytes | str]) -> RbacIndex:
-    """The RBAC index from the stored Roles, ClusterRoles and bindings (JSON objects).
-
-    The one function that interprets how the compiler stores RBAC: a change of that
-    format changes this function (and what :meth:`Reads.rbac_index` fetches) only."""
-    roles: list[Role] = []
-    bindings: list[Binding] = []
-    for blob in objects:
-        obj = _object.decode(blob)
-        try:
-            if obj.get("kind") in ("Role", "ClusterRole"):
-                roles.append(parse_role(obj))
-            else:
-                bindings.append(parse_binding(obj))
-        except InvalidObject as exc:  # the compiler already withdrew these
-            log.warning("rbac_object_skipped", error=exc.message)
-    return RbacIndex(roles, bindings)
-
-
 class Reads:
     def __init__(self, redis: aioredis.Redis) -> None:
         self._r = redis
         self._snapshots = SnapshotReader(redis)
         #: Inherited AccessPolicies: effective policies, conditions, simulation index.
         self.inherited = InheritReads(redis)
-        self._rbac = RbacIndex()
-        self._rbac_version: bytes | str | None = None
-        self._rbac_lock = asyncio.Lock()
+        self._rbac = RbacFollower(redis)
 
     # The system revision and health ----------------------------------------------------
 
@@ -187,14 +163,7 @@ class Reads:
     # RBAC ------------------------------------------------------------------------------
 
     async def rbac_index(self) -> RbacIndex:
-        """The RBAC index of the current state, rebuilt only when ``clr:rbac:rev`` moves:
-        answers cost an index lookup, not a scan of every binding."""
-        version = await self._r.get(keys.RBAC_REV)
-        if version == self._rbac_version:
-            return self._rbac
-        async with self._rbac_lock:
-            if version != self._rbac_version:
-                rows = await self._r.hgetall(keys.RBAC)
-                self._rbac = build_rbac_index(rows.values())
-                self._rbac_version = version
-        return self._rbac
+        """The RBAC index of the current state — at least the RBAC revision stored when
+        called, so at least any revision a request waited for — updated from the RBAC
+        change log, entry by entry, when the compiler's RBAC revision moves."""
+        return await self._rbac.index()

@@ -18,12 +18,13 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from clearance_core.fold import Affected
-from clearance_core.folds.rbac import rbac_model
 from clearance_core.inherit_index import InheritanceIndex
 from clearance_core.metricsource import CompiledSource
 from clearance_core.model import Model
 from clearance_core.policy import CompiledPolicy
-from clearance_runtime import keys
+from clearance_core.rbac import Binding, Role
+from clearance_core.rbac_changes import RbacModel
+from clearance_runtime import keys, rbac_store
 from clearance_runtime.inherit_store import InheritWrites, stored
 
 _policy_encoder = msgspec.msgpack.Encoder()
@@ -160,14 +161,16 @@ class StateStore:
     async def position(self) -> tuple[int | None, bool]:
         """(checkpoint, built): ``built`` is False when the store was flushed or replaced
         since the compiled state was built — whatever checkpoint it holds then was
-        written onto an empty store and the state under it is partial."""
+        written onto an empty store and the state under it is partial — or was built by a
+        compiler that stored RBAC as JSON (``clr:rbac``), which this one cannot load."""
         async with self._r.pipeline(transaction=False) as pipe:
             pipe.get(keys.REV)
             pipe.exists(keys.BUILT)
             pipe.get(keys.ALLOW_UNSET)
-            raw, built, unset = await pipe.execute()
+            pipe.exists(keys.RBAC_JSON)
+            raw, built, unset, legacy = await pipe.execute()
         same = unset is None or unset == self._unset_flag
-        return (int(raw) if raw is not None else None), bool(built) and same
+        return (int(raw) if raw is not None else None), bool(built) and same and not legacy
 
     @property
     def _unset_flag(self) -> bytes:
@@ -196,9 +199,9 @@ class StateStore:
             groups={k.decode(): _decode_users(v) for k, v in groups.items()},
             namespaces={m.decode() for m in namespaces},
             cluster_sets={m.decode() for m in sets},
-            rbac_objects={k.decode(): _decode_object(v) for k, v in rbac.items()},
+            rbac=RbacModel.of({k.decode(): rbac_store.decode(k.decode(), v)
+                               for k, v in rbac.items()}),
         )
-        model.rbac = rbac_model(model.rbac_objects)
         inherited = stored(access, invalid, conditions)
         # Effective policies are recomputed, not read: the same fold gives the same result.
         model.inherit = InheritanceIndex.build(
@@ -309,14 +312,17 @@ class Transaction(InheritWrites):
         else:
             self._pipe.hset(keys.CLUSTERS, name, _json.encode(labels))
 
-    def put_rbac(self, seq: int, key: str, obj: dict[str, Any] | None) -> None:
-        """Roles, ClusterRoles and bindings are kept as served; readers build their index
-        from them when ``clr:rbac:rev`` moves."""
-        if obj is None:
+    def put_rbac(self, seq: int, key: str, value: Role | Binding | None) -> None:
+        """A Role, ClusterRole or binding, compiled (``None``: deleted or invalid), with
+        the RBAC revision and an entry on the RBAC change log: readers apply the entries
+        after the revision they hold (:mod:`.rbac_store`)."""
+        blob = None if value is None else rbac_store.encode(value)
+        if blob is None:
             self._pipe.hdel(keys.RBAC, key)
         else:
-            self._pipe.hset(keys.RBAC, key, _json.encode(obj))
+            self._pipe.hset(keys.RBAC, key, blob)
         self._pipe.set(keys.RBAC_REV, seq)
+        self._pipe.commands.append(rbac_store.log_entry(seq, key, blob))
 
     def put_cluster_set(self, name: str, *, present: bool) -> None:
         if present:

@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from clearance_runtime import metrics
 from tests.conftest import Servers
 from tests.integration.harness import System, group
 
@@ -145,6 +146,23 @@ async def test_binding_change_is_reflected_and_announced(system: System) -> None
             "min_revision": changed["revision"]}
     reply = await system.request("clearance.v1.review.subject", body)
     assert reply["status"]["allowed"] is False
+
+
+async def test_binding_changes_reach_reviews_from_the_log_without_a_rebuild(
+        system: System) -> None:
+    get_pods = {"verb": "get", "resource": "pods", "namespace": "shop"}
+    assert (await allowed(system, "alice", **get_pods))["allowed"]  # the index is built
+    rebuilds = metrics.RBAC_INDEX_UPDATES.labels(how="rebuild")._value.get()
+    for step in range(3):
+        system.write("rbac.yaml", *OBJECTS, binding(
+            "RoleBinding", "extra", ("ClusterRole", "pod-reader"),
+            [{"kind": "User", "name": f"user-{step}"}], namespace="shop"))
+        revision = await system.settle()
+        for user, expected in ((f"user-{step}", True), (f"user-{step - 1}", False)):
+            body = {**sar(user, **get_pods), "min_revision": revision}
+            reply = await system.request("clearance.v1.review.subject", body)
+            assert reply["status"]["allowed"] is expected
+    assert metrics.RBAC_INDEX_UPDATES.labels(how="rebuild")._value.get() == rebuilds
 
 
 async def test_role_change_reaches_subjects_through_aggregation(system: System) -> None:

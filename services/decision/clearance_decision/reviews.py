@@ -5,9 +5,10 @@ returns the same object with its ``status``; ``review.rules`` answers in the
 SelfSubjectRulesReview shape; ``review.resource`` is "who can" (ResourceAccessReview).
 
 The RBAC index comes from :meth:`clearance_runtime.reads.Reads.rbac_index` (built in
-this process, rebuilt only when RBAC changes): answers cost an index lookup, not a scan of
-every binding. Request groups are the effective groups of every decision: the given
-groups, the OpenShift Groups listing the user, and the service-account groups.
+this process, then updated change by change from the compiler's RBAC change log): answers
+cost an index lookup, not a scan of every binding. Request groups are the effective
+groups of every decision: the given groups, the OpenShift Groups listing the user, and
+the service-account groups.
 """
 
 from __future__ import annotations
