@@ -1,4 +1,6 @@
-"""``clearance up`` as a new user runs it: embedded servers, examples/, an answer, Ctrl-C."""
+"""``clearance up`` as a new user runs it: embedded servers, examples/, an answer, Ctrl-C;
+then the README's walkthrough of the example fleet, asked with the ``clearance`` command
+(check, effective, simulate, reach) as the README shows it."""
 
 from __future__ import annotations
 
@@ -9,21 +11,27 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from clearance_runtime import servers
 
 ROOT = Path(__file__).resolve().parents[2]
 CLEARANCE = str(Path(sys.executable).parent / "clearance")
+#: One event per object in examples/: the revision at which every example is loaded.
+EXAMPLES_LOADED = 31
 
 
-def test_up_answers_the_example_question_and_stops_cleanly(tmp_path: Path) -> None:
+def start_up(state: Path) -> tuple[subprocess.Popen[str], dict[str, str], tuple[int, int]]:
+    """``clearance up`` on free ports, once every example is loaded."""
     nats_port, redis_port = servers.free_port(), servers.free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLEARANCE_")}
     up = subprocess.Popen(
-        [CLEARANCE, "up", "--state", str(tmp_path / "state"), "--manifests",
-         str(ROOT / "examples"), "--nats-port", str(nats_port), "--redis-port",
-         str(redis_port)],
+        [CLEARANCE, "up", "--state", str(state), "--manifests", str(ROOT / "examples"),
+         "--nats-port", str(nats_port), "--redis-port", str(redis_port)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert up.stdout is not None
@@ -32,22 +40,228 @@ def test_up_answers_the_example_question_and_stops_cleanly(tmp_path: Path) -> No
         env["CLEARANCE_NATS_URL"] = f"nats://127.0.0.1:{nats_port}"
         deadline = time.monotonic() + 20
         while True:
-            done = subprocess.run(
-                [CLEARANCE, "check", "--user", "alice", "--cluster", "prod-us-east"],
-                env=env, capture_output=True, text=True, timeout=30, check=False)
-            if done.returncode == 0:
-                reply = json.loads(done.stdout)
-                if reply.get("revision", 0) >= 25:  # every example loaded
-                    break
+            done = clearance(env, "request", "clearance.v1.status")
+            if done.returncode == 0 and json.loads(done.stdout)["revision"] >= EXAMPLES_LOADED:
+                break
             assert time.monotonic() < deadline, done.stderr
             time.sleep(0.2)
-        assert (reply["decision"], reply["policy"]) == ("allow", "clusterpulse/platform-full")
-    finally:
-        up.send_signal(signal.SIGINT)
-        sent = time.monotonic()
+    except BaseException:
+        up.kill()
+        up.wait()
+        raise
+    return up, env, (nats_port, redis_port)
+
+
+def clearance(env: dict[str, str], *args: str,
+              cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CLEARANCE, *args], env=env, capture_output=True, text=True,
+                          timeout=30, check=False, cwd=cwd)
+
+
+def stop(up: subprocess.Popen[str]) -> float:
+    """Ctrl-C; the seconds it took to exit."""
+    up.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    try:
         assert up.wait(timeout=20) == 0
-        assert time.monotonic() - sent < 5.0  # services, then both servers, within 5 s
-    for port in (nats_port, redis_port):  # both servers are gone
+    finally:
+        if up.poll() is None:
+            up.kill()
+    return time.monotonic() - sent
+
+
+class Fleet:
+    """The example fleet under ``clearance up``: its process, ports and the environment
+    for the ``clearance`` command."""
+
+    def __init__(self, state: Path) -> None:
+        self.up, self.env, self.ports = start_up(state)
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    """One ``clearance up`` for the module; its last test stops it (Ctrl-C)."""
+    started = Fleet(tmp_path_factory.mktemp("fleet") / "state")
+    yield started
+    if started.up.poll() is None:
+        stop(started.up)
+
+
+@pytest.fixture
+def fleet(running: Fleet) -> dict[str, str]:
+    return running.env
+
+
+def test_up_answers_the_example_question(fleet: dict[str, str]) -> None:
+    done = clearance(fleet, "check", "--user", "alice", "--cluster", "prod-us-east")
+    assert done.returncode == 0, done.stderr
+    reply = json.loads(done.stdout)
+    assert (reply["decision"], reply["policy"]) == ("allow", "clusterpulse/platform-full")
+
+
+def check(env: dict[str, str], user: str, cluster: str, *extra: str) -> dict[str, Any]:
+    done = clearance(env, "check", "--user", user, "--cluster", cluster, *extra)
+    assert done.returncode == 0, done.stderr
+    reply: dict[str, Any] = json.loads(done.stdout)
+    return reply
+
+
+def answer(reply: dict[str, Any]) -> tuple[str, str | None]:
+    return reply["decision"], reply["policy"]
+
+
+def test_the_walkthrough_answers_of_the_example_fleet(fleet: dict[str, str]) -> None:
+    """The README's table, MonitorAccessPolicies and inherited AccessPolicies together."""
+    assert answer(check(fleet, "carol@example.com", "prod-us-east")) == (
+        "allow", "clusterpulse/platform-full")
+    assert answer(check(fleet, "dave", "prod-us-east")) == (
+        "deny", "clusterpulse/contractors-no-production")
+    assert answer(check(fleet, "bob", "dev-sandbox")) == (
+        "allow", "clusterpulse/developers-non-prod")
+    assert answer(check(fleet, "bob", "prod-us-east")) == ("deny", None)
+    pods = check(fleet, "bob", "staging-us-east", "--type", "pods")
+    assert pods["decision"] == "partial" and set(pods["filters"]) == {"pods", "namespaces"}
+    # The Fleet's default lets SREs into every cluster; the production override hides
+    # payments from them there.
+    olivia = check(fleet, "olivia", "staging-us-east")
+    assert answer(olivia) == ("allow", "platform/fleet-baseline")
+    assert olivia["permissions"] == ["view", "view_metrics"]
+    assert answer(check(fleet, "olivia", "prod-eu-west", "--type", "pods", "--name", "api-0",
+                        "--namespace", "payments")) == ("deny", "platform/production-guardrails")
+    assert answer(check(fleet, "olivia", "prod-eu-west", "--type", "pods", "--name", "api-0",
+                        "--namespace", "checkout")) == (
+        "allow", "platform/production-guardrails")
+    # The Fleet's Deny override wins over mallory's platform-team MonitorAccessPolicy.
+    assert answer(check(fleet, "mallory", "prod-us-east")) == ("deny", "platform/fleet-baseline")
+    # The shop team's intent lets developers see its pods on prod-us-east, nothing more.
+    shop = check(fleet, "bob", "prod-us-east", "--type", "pods", "--namespace", "shop")
+    assert answer(shop) == ("partial", "shop/shop-intent")
+    assert shop["filters"]["pods"]["filters"] == {"names": {"denied": ["*-debug"]}}
+    assert answer(check(fleet, "bob", "prod-us-east", "--type", "pods", "--namespace",
+                        "payments")) == ("deny", None)
+    assert answer(check(fleet, "dave", "prod-us-east", "--type", "pods", "--namespace",
+                        "shop")) == ("deny", "clusterpulse/contractors-no-production")
+
+
+def rows(output: str) -> dict[str, list[str]]:
+    """The rule table of ``clearance effective``: rule name -> its columns."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("RULE "))
+    table = {}
+    for line in lines[start + 1:]:
+        if line.startswith("policies on its path"):
+            break
+        cells = line.split()
+        table[cells[0]] = cells[1:]
+    return table
+
+
+def test_effective_prints_each_rule_with_its_source_and_block(fleet: dict[str, str]) -> None:
+    done = clearance(fleet, "effective", "namespace/prod-us-east/shop")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("namespace/prod-us-east/shop (revision ")
+    assert rows(done.stdout) == {
+        "shop-developers": ["rules", "shop/shop-intent", "Allow", "group:developers", "view",
+                            "pods:filtered"],
+        "sre": ["overrides", "platform/production-guardrails", "Allow", "group:sre",
+                "view,viewMetrics", "namespaces:filtered"],
+        "suspended": ["overrides", "platform/fleet-baseline", "Deny", "group:suspended", "-",
+                      "-"]}
+    assert "highest first: platform/fleet-baseline, platform/production-guardrails, " \
+           "shop/shop-intent" in done.stdout
+    staging = rows(clearance(fleet, "effective", "cluster/staging-us-east").stdout)
+    assert staging["sre"][:2] == ["defaults", "platform/fleet-baseline"]
+    assert rows(clearance(fleet, "effective", "fleet").stdout).keys() == {"sre", "suspended"}
+    missing = clearance(fleet, "effective", "cluster/nowhere")
+    assert missing.returncode == 2 and '"not_found"' in missing.stderr
+    unknown_set = clearance(fleet, "effective", "clusterset/staging")
+    assert unknown_set.returncode == 2 and '"not_found"' in unknown_set.stderr
+    usage = clearance(fleet, "effective", "namespace/shop")
+    assert usage.returncode == 2 and "namespace/CLUSTER/NAME" in usage.stderr
+
+
+GUARDRAILS_WITHOUT_METRICS = """\
+apiVersion: clearance.io/v1alpha1
+kind: AccessPolicy
+metadata: {name: production-guardrails, namespace: platform}
+spec:
+  targetRef: {kind: ClusterSet, name: production}
+  overrides:
+    strategy: merge
+    rules:
+      sre:
+        subjects: {groups: [sre]}
+        permissions: {view: true}
+"""
+
+
+def test_simulate_prints_per_target_diffs_and_status_changes(
+        fleet: dict[str, str], tmp_path: Path) -> None:
+    (tmp_path / "guardrails.yaml").write_text(GUARDRAILS_WITHOUT_METRICS)
+    done = clearance(fleet, "simulate", "guardrails.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "apply guardrails.yaml: 4 targets would change"
+    assert [line for line in lines if not line.startswith(" ")][1:5] == [
+        "clusterset/production", "cluster/prod-eu-west", "cluster/prod-us-east",
+        "namespace/prod-us-east/shop"]
+    assert lines[2].split() == ["~", "sre", "overrides", "platform/production-guardrails",
+                                "Allow", "group:sre", "view", "-"]
+    assert "status of platform/production-guardrails" in lines
+    # Nothing was applied.
+    shop = rows(clearance(fleet, "effective", "namespace/prod-us-east/shop").stdout)
+    assert shop["sre"][4] == "view,viewMetrics"
+
+    deleted = clearance(fleet, "simulate", "--delete", "guardrails.yaml", cwd=tmp_path)
+    assert deleted.returncode == 0, deleted.stderr
+    text = deleted.stdout
+    # Without the override the shop team's own sre rule holds in its namespace, and the
+    # Fleet's default on the production clusters: two policies' status would move.
+    assert ["~", "sre", "rules", "shop/shop-intent"] in [
+        line.split()[:4] for line in text.splitlines()]
+    assert "status of shop/shop-intent" in text and "status of platform/fleet-baseline" in text
+    assert "  after:  (no such policy)" in text
+
+    (tmp_path / "broken.yaml").write_text(GUARDRAILS_WITHOUT_METRICS.replace(
+        "strategy: merge", "strategy: sideways"))
+    broken = clearance(fleet, "simulate", "broken.yaml", cwd=tmp_path)
+    assert broken.returncode == 1  # would not be accepted: a pipeline can refuse it
+    assert "Accepted False Invalid" in broken.stdout
+    (tmp_path / "pod.yaml").write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\n")
+    pod = clearance(fleet, "simulate", "pod.yaml", cwd=tmp_path)
+    assert pod.returncode == 2 and "is not AccessPolicy" in pod.stderr
+
+
+def test_reach_lists_the_targets_holding_a_policys_rules(fleet: dict[str, str]) -> None:
+    done = clearance(fleet, "reach", "platform/fleet-baseline", "--rule", "sre")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["fleet", "cluster/dev-sandbox", "cluster/local-cluster",
+                                   "cluster/staging-us-east"]
+    everywhere = clearance(fleet, "reach", "platform/fleet-baseline").stdout.split()
+    assert "namespace/prod-us-east/shop" in everywhere and "clusterset/production" in everywhere
+    overridden = clearance(fleet, "reach", "shop/shop-intent", "--rule", "sre")
+    assert overridden.returncode == 0 and overridden.stdout == ""
+    assert "no target holds it" in overridden.stderr
+    assert clearance(fleet, "reach", "shop/nope").returncode == 2
+
+
+def test_policy_status_of_the_example_access_policies(fleet: dict[str, str]) -> None:
+    def conditions(namespace: str, name: str) -> dict[str, str]:
+        body = json.dumps({"kind": "AccessPolicy", "namespace": namespace, "name": name})
+        done = clearance(fleet, "request", "clearance.v1.policy-status", body)
+        assert done.returncode == 0, done.stderr
+        return {c["type"]: c["reason"] for c in json.loads(done.stdout)["conditions"]}
+
+    assert conditions("platform", "production-guardrails") == {
+        "Accepted": "Accepted", "Enforced": "Enforced"}
+    assert conditions("shop", "shop-intent")["Enforced"] == "PartiallyEnforced"
+    assert conditions("platform", "fleet-baseline")["Enforced"] == "PartiallyEnforced"
+
+
+def test_ctrl_c_stops_everything_within_5_seconds(running: Fleet) -> None:
+    """Last in the module: it ends the fleet the tests above asked."""
+    assert stop(running.up) < 5.0  # services, then both servers, within 5 s
+    for port in running.ports:  # both servers are gone
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 raise AssertionError(f"port {port} still served")

@@ -1,4 +1,5 @@
-"""A small NATS client for operators: ``clearance check`` and ``clearance request``."""
+"""A small NATS client for operators: ``clearance check``, ``can-i``, ``who-can``,
+``request``, and the inherited-policy commands of :mod:`clearance_cli.inherited`."""
 
 from __future__ import annotations
 
@@ -6,12 +7,15 @@ import argparse
 import json
 import os
 import sys
+from typing import Any
 
 import msgspec
 import nats
 import nats.errors
 
+from clearance_cli import inherited
 from clearance_cli.embedded import endpoints_file
+from clearance_core.resources import singular
 from clearance_core.wire import SUBJECT_CHECK, CheckRequest, Principal, Resource
 
 
@@ -52,11 +56,13 @@ def review_body(args: argparse.Namespace) -> tuple[str, bytes]:
     return "clearance.v1.review.subject", json.dumps(review).encode()
 
 
-def show(args: argparse.Namespace, reply: dict[str, object]) -> int:
+def show(args: argparse.Namespace, reply: dict[str, Any]) -> int:
     """kubectl-like output: ``yes``/``no`` (exit 0/1) for can-i, a list for who-can."""
     if "error" in reply:
         print(json.dumps(reply, indent=2), file=sys.stderr)
         return 2
+    if args.command in inherited.COMMANDS:
+        return inherited.show(args, reply)
     if args.command == "can-i":
         status = reply.get("status")
         assert isinstance(status, dict)
@@ -77,20 +83,33 @@ def show(args: argparse.Namespace, reply: dict[str, object]) -> int:
     return 0
 
 
-async def main(args: argparse.Namespace) -> int:
+def request_of(args: argparse.Namespace) -> tuple[str, bytes]:
+    """The subject and body a command sends."""
     if args.command in ("can-i", "who-can"):
-        subject, body = review_body(args)
-    elif args.command == "check":
+        return review_body(args)
+    if args.command in inherited.COMMANDS:
+        return inherited.request_of(args)
+    if args.command == "check":
+        # Without --name a check asks about the cluster itself, or about the whole type
+        # (never about an item that happens to carry the cluster's name).
+        whole = args.cluster if singular(args.type) == "cluster" else "*"
         request = CheckRequest(
             principal=Principal(username=args.user, groups=args.group, email=args.email),
             action=args.action,
-            resource=Resource(type=args.type, name=args.name or args.cluster,
-                              cluster=args.cluster),
+            resource=Resource(type=args.type, name=args.name or whole,
+                              cluster=args.cluster, namespace=args.namespace),
             explain=args.explain,
         )
-        subject, body = SUBJECT_CHECK, msgspec.json.encode(request)
-    else:
-        subject, body = args.subject, args.body.encode()
+        return SUBJECT_CHECK, msgspec.json.encode(request)
+    return args.subject, args.body.encode()
+
+
+async def main(args: argparse.Namespace) -> int:
+    try:
+        subject, body = request_of(args)
+    except inherited.CommandError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     try:
         nc = await nats.connect(nats_url(), connect_timeout=2, max_reconnect_attempts=0)
     except (OSError, nats.errors.Error) as exc:

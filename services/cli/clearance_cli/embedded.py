@@ -47,6 +47,7 @@ Clearance is up.
 Ask a question (in another terminal):
   .venv/bin/clearance check --user alice --group platform-team --cluster prod-us-east
   .venv/bin/clearance check --user bob --cluster prod-us-east --explain
+  .venv/bin/clearance effective namespace/prod-us-east/shop
   .venv/bin/clearance request clearance.v1.status
 
 Ctrl-C stops everything.

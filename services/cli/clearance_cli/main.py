@@ -3,6 +3,10 @@
     clearance up                    embedded NATS + Valkey, all services, examples/ loaded
     clearance run all|<service>     services against CLEARANCE_NATS_URL / CLEARANCE_REDIS_URL
     clearance check ...             ask a question over NATS (what a client sends)
+    clearance can-i / who-can ...   RBAC reviews, like kubectl auth
+    clearance effective TARGET      an inherited AccessPolicy's effect on a target
+    clearance simulate FILE         what applying (--delete: deleting) it would change
+    clearance reach NS/NAME         where its rules hold
     clearance request SUBJECT JSON  send any request, print the reply
     clearance schemas [--check]     regenerate proto-schemas/ (or fail on drift)
 """
@@ -17,7 +21,7 @@ from pathlib import Path
 
 import uvloop
 
-from clearance_cli import client, embedded, schemas, services
+from clearance_cli import client, embedded, inherited, schemas, services
 from clearance_runtime import logs
 from clearance_runtime.settings import Settings
 
@@ -43,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--type", default="cluster")
     check.add_argument("--cluster", required=True)
     check.add_argument("--name", default=None)
+    check.add_argument("-n", "--namespace", default=None,
+                       help="the namespace the resource is in")
     check.add_argument("--explain", action="store_true")
     can_i = sub.add_parser("can-i", help="like kubectl auth can-i, over NATS")
     can_i.add_argument("verb")
@@ -56,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     who_can.add_argument("resource", help="pods, pods/log, deployments.apps")
     who_can.add_argument("name", nargs="?", default="")
     who_can.add_argument("-n", "--namespace", default="")
+    inherited.add_parsers(sub)
     request = sub.add_parser("request", help="send a request to any subject")
     request.add_argument("subject")
     request.add_argument("body", nargs="?", default="{}")
@@ -70,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings.from_env()
     if args.command == "schemas":
         sys.exit(schemas.main(args.out, check=args.check))
-    if args.command in ("check", "request", "can-i", "who-can"):
+    if args.command in ("check", "request", "can-i", "who-can", *inherited.COMMANDS):
         sys.exit(asyncio.run(client.main(args)))
     logs.configure(settings.log_level, service=f"clearance-{args.command}")
     with contextlib.suppress(KeyboardInterrupt):

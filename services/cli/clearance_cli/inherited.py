@@ -1,0 +1,243 @@
+"""``clearance effective``, ``clearance simulate`` and ``clearance reach``: inherited
+AccessPolicies from a shell (CONTRACT 6).
+
+Targets are written ``fleet``, ``clusterset/NAME``, ``cluster/NAME`` or
+``namespace/CLUSTER/NAME``, and printed the same way, so a target from ``reach`` or
+``simulate`` can be pasted into ``effective``. Rules print one per line: name, block,
+source, effect, subjects, permissions and the resource types they filter (the rules in
+full are in the reply of ``clearance request clearance.v1.effective``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import yaml
+
+from clearance_core.wire import (
+    SUBJECT_EFFECTIVE,
+    SUBJECT_EFFECTIVE_REACH,
+    SUBJECT_EFFECTIVE_SIMULATE,
+    EffectiveReply,
+    EffectiveRequest,
+    ReachReply,
+    ReachRequest,
+    SimulateReply,
+    SimulateRequest,
+    StatusCondition,
+    Target,
+)
+
+COMMANDS = ("effective", "simulate", "reach")
+_KINDS = {"fleet": "Fleet", "clusterset": "ClusterSet", "cluster": "Cluster",
+          "namespace": "Namespace"}
+_SYNTAX = "fleet, clusterset/NAME, cluster/NAME or namespace/CLUSTER/NAME"
+
+
+class CommandError(Exception):
+    """What the user wrote cannot be sent (a file that is not one AccessPolicy...)."""
+
+
+def parse_target(text: str) -> Target:
+    """The command line's TARGET; an ``argparse`` type, so a bad one is a usage error."""
+    kind, _, rest = text.partition("/")
+    found = _KINDS.get(kind.lower())
+    parts = rest.split("/") if rest else []
+    if found == "Fleet" and parts in ([], ["fleet"]):
+        return Target(kind="Fleet", name="fleet")
+    if found == "Namespace" and len(parts) == 2 and all(parts):
+        return Target(kind="Namespace", cluster=parts[0], name=parts[1])
+    if found == "ClusterSet" and len(parts) == 1 and parts[0]:
+        return Target(kind="ClusterSet", name=parts[0])
+    if found == "Cluster" and len(parts) == 1 and parts[0]:
+        return Target(kind="Cluster", name=parts[0])
+    raise argparse.ArgumentTypeError(f"{text!r}: a target is {_SYNTAX}")
+
+
+def target_text(target: Target) -> str:
+    """The inverse of :func:`parse_target`."""
+    if target.kind == "Fleet":
+        return "fleet"
+    if target.kind == "Namespace":
+        return f"namespace/{target.cluster}/{target.name}"
+    return f"{target.kind.lower()}/{target.name}"
+
+
+def policy_ref(text: str) -> tuple[str, str]:
+    """``NAMESPACE/NAME`` of an AccessPolicy; an ``argparse`` type."""
+    namespace, slash, name = text.partition("/")
+    if not slash or not namespace or not name or "/" in name:
+        raise argparse.ArgumentTypeError(f"{text!r}: an AccessPolicy is NAMESPACE/NAME")
+    return namespace, name
+
+
+def add_parsers(sub: Any) -> None:
+    """The three subcommands, on ``main``'s subparsers."""
+    effective = sub.add_parser("effective", help="the effective AccessPolicy of a target")
+    effective.add_argument("target", type=parse_target, help=_SYNTAX)
+    simulate = sub.add_parser(
+        "simulate", help="what applying (or deleting) an AccessPolicy would change")
+    simulate.add_argument("file", type=Path, help="a YAML file holding one AccessPolicy")
+    simulate.add_argument("--delete", action="store_true",
+                          help="simulate deleting the policy instead of applying it")
+    reach = sub.add_parser("reach", help="the targets where an AccessPolicy's rules hold")
+    reach.add_argument("policy", type=policy_ref, help="NAMESPACE/NAME")
+    reach.add_argument("--rule", default=None, help="only where this rule of it holds")
+
+
+def _load_policy(path: Path) -> dict[str, Any]:
+    try:
+        documents = [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise CommandError(f"{path}: {exc}") from exc
+    if len(documents) != 1 or not isinstance(documents[0], dict):
+        raise CommandError(f"{path}: holds {len(documents)} documents; simulate takes "
+                           "exactly one AccessPolicy")
+    # The service checks the kind too; saying it here names the file.
+    if documents[0].get("kind") != "AccessPolicy":
+        raise CommandError(f"{path}: kind {documents[0].get('kind')!r} is not AccessPolicy")
+    return documents[0]
+
+
+def request_of(args: argparse.Namespace) -> tuple[str, bytes]:
+    """The subject and body a command sends."""
+    if args.command == "effective":
+        return SUBJECT_EFFECTIVE, msgspec.json.encode(EffectiveRequest(target=args.target))
+    if args.command == "reach":
+        namespace, name = args.policy
+        return SUBJECT_EFFECTIVE_REACH, msgspec.json.encode(
+            ReachRequest(namespace=namespace, name=name, rule=args.rule))
+    body = SimulateRequest(policy=_load_policy(args.file),
+                           operation="delete" if args.delete else "apply")
+    return SUBJECT_EFFECTIVE_SIMULATE, msgspec.json.encode(body)
+
+
+# Rendering -------------------------------------------------------------------------------
+
+
+def _texts(value: Any) -> list[str]:
+    """Strings of a list as written (the rule is shown as the service stored it)."""
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def _subjects(rule: dict[str, Any]) -> str:
+    subjects = rule.get("subjects")
+    if not isinstance(subjects, dict):
+        return "-"
+    found = [f"user:{u}" for u in _texts(subjects.get("users"))]
+    found += [f"group:{g}" for g in _texts(subjects.get("groups"))]
+    accounts = subjects.get("serviceAccounts")
+    for account in accounts if isinstance(accounts, list) else []:
+        if isinstance(account, dict):
+            found.append(f"sa:{account.get('namespace') or 'default'}/{account.get('name')}")
+    return ",".join(found) or "-"
+
+
+def _permissions(rule: dict[str, Any]) -> str:
+    permissions = rule.get("permissions")
+    if not isinstance(permissions, dict) or all(
+            permissions.get(k) is None for k in ("view", "viewMetrics")):
+        return "view"  # none written grants view only, as the service compiles it
+    granted = [k for k in ("view", "viewMetrics") if permissions.get(k) is True]
+    return ",".join(granted) or "none"
+
+
+def _resources(rule: dict[str, Any]) -> str:
+    resources = rule.get("resources")
+    shown = [f"{r.get('type')}:{r.get('visibility', 'all')}"
+             for r in (resources if isinstance(resources, list) else [])
+             if isinstance(r, dict)]
+    return ",".join(shown) or "-"
+
+
+def rule_row(name: str, found: dict[str, Any]) -> list[str]:
+    rule = found.get("rule")
+    rule = rule if isinstance(rule, dict) else {}
+    effect = str(rule.get("effect") or "Allow")
+    # A Deny rule denies everything: what it would grant or filter means nothing.
+    allow = effect != "Deny"
+    return [name, str(found.get("block")), str(found.get("source")), effect,
+            _subjects(rule), _permissions(rule) if allow else "-",
+            _resources(rule) if allow else "-"]
+
+
+HEADER = ["RULE", "BLOCK", "SOURCE", "EFFECT", "SUBJECTS", "PERMISSIONS", "RESOURCES"]
+
+
+def table(rows: Iterable[list[str]], indent: str = "") -> list[str]:
+    rows = list(rows)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))
+            .rstrip() for row in rows]
+
+
+def _conditions(conditions: list[StatusCondition]) -> list[str]:
+    if not conditions:
+        return ["(no such policy)"]
+    return [f"{c.type} {c.status} {c.reason}: {c.message}" for c in conditions]
+
+
+def render_effective(reply: EffectiveReply) -> list[str]:
+    lines = [f"{target_text(reply.target)} (revision {reply.revision})"]
+    if reply.rules:
+        lines += table([HEADER, *(rule_row(name, msgspec.to_builtins(found))
+                                  for name, found in reply.rules.items())])
+    else:
+        lines.append("no rules")
+    lines.append("policies on its path, highest first: " + (", ".join(reply.policies)
+                                                             or "none"))
+    lines.append("rules from: " + (", ".join(reply.affected_by) or "none"))
+    return lines
+
+
+def render_simulate(reply: SimulateReply, operation: str) -> list[str]:
+    count = len(reply.targets)
+    lines = [f"{operation}: {count} target{'' if count == 1 else 's'} would change"]
+    for diff in reply.targets:
+        lines.append(target_text(diff.target))
+        rows = [["+", *rule_row(n, r)] for n, r in diff.added.items()]
+        rows += [["~", *rule_row(n, r)] for n, r in diff.changed.items()]
+        rows += [["-", name, "", "", "", "", "", ""] for name in diff.removed]
+        lines += table(rows, indent="  ")
+    for key, change in reply.status.items():
+        lines.append(f"status of {key}")
+        moves: list[tuple[str, list[StatusCondition]]] = [
+            ("before", change.before), ("after", change.after)]
+        if change.before == change.after:  # the simulated policy is always reported
+            moves = [("same", change.after)]
+        for label, conditions in moves:
+            shown = _conditions(conditions)
+            lines.append(f"  {label + ':':7} {shown[0]}")
+            lines += [f"  {'':7} {more}" for more in shown[1:]]
+    return lines
+
+
+def accepted_after(reply: SimulateReply) -> bool:
+    """Whether every policy the dry run reports is Accepted afterwards (or gone)."""
+    return all(c.status == "True" for change in reply.status.values()
+               for c in change.after if c.type == "Accepted")
+
+
+def show(args: argparse.Namespace, reply: dict[str, Any]) -> int:
+    """Print a successful reply; the exit status (simulate: 1 when the policy would not
+    be accepted, so a pipeline can refuse it)."""
+    if args.command == "effective":
+        print("\n".join(render_effective(msgspec.convert(reply, EffectiveReply))))
+        return 0
+    if args.command == "reach":
+        targets = msgspec.convert(reply, ReachReply).targets
+        for target in targets:
+            print(target_text(target))
+        if not targets:
+            print("no target holds it (its rules are overridden or unset everywhere)",
+                  file=sys.stderr)
+        return 0
+    result = msgspec.convert(reply, SimulateReply)
+    operation = f"{'delete' if args.delete else 'apply'} {args.file}"
+    print("\n".join(render_simulate(result, operation)))
+    return 0 if args.delete or accepted_after(result) else 1
