@@ -7,7 +7,6 @@ it from the start rebuilds the complete current state.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -19,7 +18,7 @@ from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfi
 from nats.js.errors import NotFoundError
 
 from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS
-from clearance_runtime import logs
+from clearance_runtime import logs, retries
 
 log = logs.get(__name__)
 
@@ -50,24 +49,20 @@ async def connect(url: str, *, name: str) -> Client:
     async def _reconnected() -> None:
         log.info("nats_reconnected")
 
-    delay = 0.2
-    while True:
-        try:
-            return await nats.connect(
-                url,
-                name=name,
-                max_reconnect_attempts=-1,
-                reconnect_time_wait=0.5,
-                connect_timeout=2,
-                allow_reconnect=True,
-                error_cb=_error,
-                disconnected_cb=_disconnected,
-                reconnected_cb=_reconnected,
-            )
-        except (TimeoutError, OSError, nats.errors.Error) as exc:
-            log.warning("nats_connect_failed", url=redacted(url), error=str(exc), retry_in=delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+    async def _connect() -> Client:
+        return await nats.connect(
+            url,
+            name=name,
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=0.5,
+            connect_timeout=2,
+            allow_reconnect=True,
+            error_cb=_error,
+            disconnected_cb=_disconnected,
+            reconnected_cb=_reconnected,
+        )
+
+    return await retries.forever("nats connect", _connect, url=redacted(url))
 
 
 def stream_config() -> StreamConfig:

@@ -32,7 +32,7 @@ import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
-from clearance_runtime import logs, probes
+from clearance_runtime import logs, probes, retries
 
 log = logs.get(__name__)
 BUCKET = "CLEARANCE_LEASES"
@@ -73,16 +73,13 @@ class Lease:
                         await kv.delete(self.name, last=self._last)
 
     async def _bucket(self) -> KeyValue:
-        while True:
+        async def bucket() -> KeyValue:
             try:
-                try:
-                    return await self._js.key_value(BUCKET)
-                except nats.js.errors.BucketNotFoundError:
-                    return await self._js.create_key_value(bucket=BUCKET, ttl=self._ttl,
-                                                           history=1)
-            except (nats.errors.Error, OSError) as exc:
-                log.warning("lease_bucket_retrying", error=str(exc))
-                await asyncio.sleep(self._renew)
+                return await self._js.key_value(BUCKET)
+            except nats.js.errors.BucketNotFoundError:
+                return await self._js.create_key_value(bucket=BUCKET, ttl=self._ttl, history=1)
+
+        return await retries.forever("lease bucket", bucket, lease=self.name)
 
     async def _acquire(self, kv: KeyValue) -> int:
         while True:

@@ -48,7 +48,7 @@ def configure(level: str = "INFO", *, service: str) -> None:
         cache_logger_on_first_use=True,
     )
     structlog.contextvars.bind_contextvars(service=service)
-    # Third-party libraries (nats, kubernetes, urllib3, asyncio) log through the stdlib:
+    # Third-party libraries (nats, kubernetes_asyncio, aiohttp, asyncio) log through the stdlib:
     # keep their warnings on the same stream, rendered by the same JSON renderer, so
     # every line a process writes parses as JSON.
     handler = logging.StreamHandler(sys.stderr)

@@ -14,11 +14,11 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-import kubernetes.client
+import kubernetes_asyncio.client
 import pytest
 import structlog.testing
 from aiohttp import web
@@ -107,7 +107,7 @@ async def running(source: kube.KubeSource) -> AsyncIterator[asyncio.Task[None]]:
             await task
 
 
-def client_for(url: str, tmp_path: Path) -> kubernetes.client.ApiClient:
+async def client_for(url: str, tmp_path: Path) -> kubernetes_asyncio.client.ApiClient:
     # Through a kubeconfig file, so that the helper the watcher uses is what is tested.
     kubeconfig = {
         "apiVersion": "v1", "kind": "Config", "current-context": "test",
@@ -117,15 +117,16 @@ def client_for(url: str, tmp_path: Path) -> kubernetes.client.ApiClient:
     }
     path = tmp_path / "kubeconfig"
     path.write_text(json.dumps(kubeconfig))  # JSON is YAML
-    return kube.api_client(path)
+    return await kube.api_client(path)
 
 
 @pytest.fixture
-def api(kmock: KubernetesEmulator, tmp_path: Path) -> Iterator[kubernetes.client.ApiClient]:
+async def api(kmock: KubernetesEmulator,
+              tmp_path: Path) -> AsyncIterator[kubernetes_asyncio.client.ApiClient]:
     kmock.resources[MAP] = ResourceInfo(kind="MonitorAccessPolicy", namespaced=True)
-    client: Any = client_for(str(kmock.url), tmp_path)
+    client = await client_for(str(kmock.url), tmp_path)
     yield client
-    client.close()
+    await client.close()
 
 
 def watch_versions(kmock: KubernetesEmulator) -> list[str | None]:
@@ -179,6 +180,24 @@ async def test_gone_relists_and_the_snapshot_drops_vanished(
         "SYNC monitoraccesspolicy [a@5 b@6]", "SYNC monitoraccesspolicy [a@5]",
     ]
     assert watch_versions(kmock) == ["10", "20"]
+
+
+async def test_a_watch_refused_with_410_relists(kmock: KubernetesEmulator, api: Any) -> None:
+    # The status of the watch request itself, rather than an ERROR event in its stream.
+    kmock[f"list {MAP}"][:1] << listing("10", obj("a", "5"))
+    kmock[f"list {MAP}"][1:] << listing("30", obj("a", "25"))
+    gone = {"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": 410,
+            "reason": "Expired", "message": "too old resource version: 10 (28)"}
+    kmock[f"watch {MAP}"][:1] << 410 << gone
+    kmock[f"watch {MAP}"][1:] << OPEN
+    ledger = FakeLedger()
+    async with running(kube.KubeSource(api, ledger, kinds=ONLY_MAP)):
+        await until(lambda: len(kmock[f"watch {MAP}"]) == 2)
+
+    assert ledger.summary() == [
+        "SYNC monitoraccesspolicy [a@5]", "SYNC monitoraccesspolicy [a@25]",
+    ]
+    assert watch_versions(kmock) == ["10", "30"]
 
 
 async def test_bookmarks_move_the_resource_version_only(
@@ -244,7 +263,7 @@ async def test_kinds_whose_api_is_not_served_are_skipped(
     )
 
 
-async def test_cancellation_is_prompt_and_lets_the_threads_go(
+async def test_cancellation_is_prompt_and_leaves_no_thread(
     kmock: KubernetesEmulator, api: Any
 ) -> None:
     kmock[f"list {MAP}"] << listing("10")
@@ -288,12 +307,12 @@ async def test_core_namespaces(tmp_path: Path) -> None:
     server = TestServer(web.Application())
     server.app.router.add_route("GET", "/{tail:.*}", handle)
     async with server:
-        client: Any = client_for(str(server.make_url("/")), tmp_path)
+        client = await client_for(str(server.make_url("/")), tmp_path)
         ledger = FakeLedger()
         source = kube.KubeSource(client, ledger, kinds={"namespace": KINDS["namespace"]})
         async with running(source):
             await until(lambda: len(ledger.calls) == 2)
-        client.close()
+        await client.close()
 
     assert ledger.summary() == ["SYNC namespace [default@3]", "ADDED team-a@5"]
     assert ledger.objects()[0] == {**ns, "apiVersion": "v1", "kind": "Namespace"}

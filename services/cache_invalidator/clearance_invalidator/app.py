@@ -11,17 +11,15 @@ own, so a restart, or a flushed Redis, simply resumes from what Redis says.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
-import redis.exceptions
 from nats.aio.client import Client
 
 from clearance_core.wire import SUBJECT_DECISIONS_CHANGED, ChangedPrincipals, DecisionsChanged
-from clearance_runtime import cache, health, keys, logs, metrics
+from clearance_runtime import cache, health, keys, logs, metrics, retries
 from clearance_runtime.cache import INVALIDATE
 from clearance_runtime.state import ChangeRecord
 
@@ -59,20 +57,20 @@ class Invalidator:
         self._invalidate = redis.register_script(INVALIDATE)
         self._trim = redis.register_script(_TRIM)
         self._revision = 0
+        self._next_sweep = 0.0
 
     async def run(self) -> None:
-        next_sweep = time.monotonic() + SWEEP_EVERY
+        self._next_sweep = time.monotonic() + SWEEP_EVERY
         while True:
-            try:
-                await self._step()
-                if time.monotonic() >= next_sweep:
-                    next_sweep = time.monotonic() + SWEEP_EVERY
-                    metrics.CACHE_SWEPT.inc(await cache.sweep(self._r))
-            except asyncio.CancelledError:
-                raise
-            except redis.exceptions.RedisError as exc:
-                log.warning("invalidator_retrying", error=str(exc))
-                await asyncio.sleep(0.5)
+            # Outages are waited out by the retry policy; anything else ends the run and
+            # the supervisor restarts the service.
+            await retries.forever("invalidator", self._round)
+
+    async def _round(self) -> None:
+        await self._step()
+        if time.monotonic() >= self._next_sweep:
+            self._next_sweep = time.monotonic() + SWEEP_EVERY
+            metrics.CACHE_SWEPT.inc(await cache.sweep(self._r))
 
     async def _step(self) -> None:
         self._revision = await health.revision(self._r)

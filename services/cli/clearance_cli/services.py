@@ -19,7 +19,7 @@ from nats.aio.client import Client
 from clearance_compiler.app import Compiler
 from clearance_decision.app import DecisionService
 from clearance_invalidator.app import Invalidator
-from clearance_runtime import bus, logs, metrics, probes
+from clearance_runtime import bus, logs, metrics, probes, retries
 from clearance_runtime.lease import Lease
 from clearance_runtime.settings import Settings
 from clearance_watcher.app import Watcher
@@ -41,29 +41,41 @@ def _force_exit() -> None:
 
 
 async def run_service(name: str, settings: Settings) -> None:
-    """Run one service; an unexpected error restarts it (with back-off) instead of
-    ending it, so in ``run all`` one service's defect never takes the others down."""
+    """Run one service; an unexpected error restarts it (with the retry policy's
+    back-off) instead of ending it, so in ``run all`` one service's defect never takes
+    the others down."""
     if name not in NAMES:
         raise SystemExit(f"unknown service {name!r}; choose from {', '.join(NAMES)} or all")
     # Each service runs in its own task: the binding stays with its log lines.
     structlog.contextvars.bind_contextvars(service=name)
+    run = functools.partial(_supervised, name, settings)
+    while not await retries.forever("service", run, on=retries.any_error,
+                                    backoff=retries.FAILURE):
+        pass  # it failed after running for a while: restarted at once, back-off afresh
+
+
+#: A service that ran this long before failing is restarted at once, its back-off afresh.
+HEALTHY_SPELL = 30.0
+
+
+async def _supervised(name: str, settings: Settings) -> bool:
+    """One run: True when the service ended by itself, False when it failed after a
+    healthy spell; a failure sooner is raised, to be restarted after a back-off. Every
+    failure is logged with its traceback and counted."""
     loop = asyncio.get_running_loop()
-    backoff = _BACKOFF_MIN
-    while True:
-        started = loop.time()
-        try:
-            await _run_once(name, settings)
-            return
-        except Exception as exc:
-            log.error("service_failed", error=repr(exc)[:500],
-                      exc_info=(type(exc), exc, exc.__traceback__))
-            metrics.SERVICE_RESTARTS.labels(service=name).inc()
-        backoff = _BACKOFF_MIN if loop.time() - started > 30 else min(backoff * 2,
-                                                                      _BACKOFF_MAX)
-        await asyncio.sleep(backoff)
+    started = loop.time()
+    try:
+        await _run_once(name, settings)
+    except Exception as exc:
+        log.error("service_failed", error=repr(exc)[:500],
+                  exc_info=(type(exc), exc, exc.__traceback__))
+        metrics.SERVICE_RESTARTS.labels(service=name).inc()
+        if loop.time() - started > HEALTHY_SPELL:
+            return False
+        raise
+    return True
 
 
-_BACKOFF_MIN, _BACKOFF_MAX = 0.5, 10.0
 #: Redis connections per service at most (Valkey accepts 10,000 clients by default).
 REDIS_CONNECTIONS = 1024
 

@@ -16,7 +16,6 @@ ahead of the system revision (``health.rebuilding``).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 
 import redis.asyncio as aioredis
@@ -27,9 +26,8 @@ from nats.js.errors import NotFoundError
 
 from clearance_compiler.folder import Folder
 from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS
-from clearance_runtime import bus, health, logs, metrics
-from clearance_runtime.outages import is_transient
-from clearance_runtime.state import LostSync, StateStore
+from clearance_runtime import bus, health, logs, metrics, retries
+from clearance_runtime.state import StateStore
 
 log = logs.get(__name__)
 DURABLE = "clearance-compiler"
@@ -46,33 +44,26 @@ class Compiler:
         self._position = 0
 
     async def run(self) -> None:
+        """Consume for ever. An outage (or a store that changed under this loop:
+        ``LostSync``) restarts the consumer from the checkpoint after the retry policy's
+        back-off; any other error ends the run (folding contains every per-object failure,
+        so it is a defect in the loop) and the supervisor restarts the service."""
         while True:
-            try:
-                await bus.ensure_stream(self._js)
-                checkpoint = await self._resume_from()
-                self._position = checkpoint
-                self._store.expect(checkpoint)
-                self._folder.reset()
-                log.info("compiler_starting", checkpoint=checkpoint)
-                sub = await self._subscribe(checkpoint)
-                try:
-                    await self._consume(sub)
-                finally:
-                    await sub.unsubscribe()
-            except asyncio.CancelledError:
-                raise
-            except LostSync as exc:
-                log.warning("compiled_state_lost", position=self._position, error=str(exc))
-            except Exception as exc:
-                if not is_transient(exc):
-                    # Folding contains every per-object failure, so this is a defect in
-                    # the loop itself: restart it from the checkpoint rather than die.
-                    log.error("compiler_loop_failed", error=repr(exc)[:500],
-                              exc_info=(type(exc), exc, exc.__traceback__))
-                    metrics.SERVICE_RESTARTS.labels(service="compiler").inc()
-                else:
-                    log.warning("compiler_retrying", error=repr(exc)[:500])
-                await asyncio.sleep(0.5)
+            await retries.forever("compiler", self._run_from_checkpoint)
+
+    async def _run_from_checkpoint(self) -> None:
+        """Position the consumer at the checkpoint and fold until the state is lost."""
+        await bus.ensure_stream(self._js)
+        checkpoint = await self._resume_from()
+        self._position = checkpoint
+        self._store.expect(checkpoint)
+        self._folder.reset()
+        log.info("compiler_starting", checkpoint=checkpoint)
+        sub = await self._subscribe(checkpoint)
+        try:
+            await self._consume(sub)
+        finally:
+            await sub.unsubscribe()
 
     async def _subscribe(self, checkpoint: int) -> JetStreamContext.PullSubscription:
         with contextlib.suppress(NotFoundError):

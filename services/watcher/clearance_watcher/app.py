@@ -36,18 +36,22 @@ class Watcher:
             sources.append(ManifestSource(self._settings.manifests, ledger,
                                           poll_seconds=self._settings.manifest_poll_seconds).run())
         if self._settings.kubernetes:
-            from clearance_watcher.kube import KubeSource, api_client  # noqa: PLC0415
-
             ledger = Ledger(js, source="kubernetes")
             await ledger.load()
             self._ledgers.append(ledger)
-            sources.append(KubeSource(api_client(self._settings.kubeconfig), ledger).run())
+            sources.append(self._kubernetes(ledger))
         if len(sources) == 1:
             log.warning("watcher_idle", hint="set CLEARANCE_MANIFESTS and/or "
                         "CLEARANCE_KUBECONFIG (or run in a cluster)")
         async with asyncio.TaskGroup() as group:
             for source in sources:
                 group.create_task(source)
+
+    async def _kubernetes(self, ledger: Ledger) -> None:
+        from clearance_watcher import kube  # noqa: PLC0415  (only when watching an API)
+
+        async with await kube.api_client(self._settings.kubeconfig) as api:
+            await kube.KubeSource(api, ledger).run()
 
     async def _heartbeat(self) -> None:
         """The watcher reports like every service: a dead watcher shows as unhealthy in

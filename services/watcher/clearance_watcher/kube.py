@@ -14,51 +14,48 @@ client-go's reflector):
    so an event the ledger failed on is delivered again.
 4. When the server ends the watch (its timeout), watch again from the last
    resourceVersion. 410 Gone means that version is no longer in the server's history:
-   go back to 2. Any other error is logged, backed off (0.5 s doubling to 10 s; reset
-   after progress) and retried from the last resourceVersion, or by a LIST if none.
+   go back to 2. Any other error is retried from the last resourceVersion (or by a LIST
+   if none) after the retry policy's back-off (``retries.FAILURE``); a failure after
+   progress (the resourceVersion moved) resumes at once, its back-off afresh.
 
-The kubernetes client is synchronous. Every blocking call (discovery, a list page, each
-step of a watch stream) runs on this source's own thread pool, one call per kind at a
-time, while the ledger is always awaited on the event loop: a slow ledger slows the
-watch down (backpressure) instead of queueing events. Cancelling ``run()`` stops the
-watch with ``Watch.stop()``, which shuts the socket down under a blocked read.
+The client is ``kubernetes_asyncio``: configuration and authentication (kubeconfig or
+the pod's service account, token refresh), TLS and one aiohttp session. Requests are
+plain GETs of API paths, and objects stay the JSON the server sent (no client models).
+Everything runs on the event loop: the ledger is awaited between two lines of a watch,
+so a slow ledger slows the watch down (backpressure) instead of queueing events, and
+cancelling ``run()`` closes the watch's connection at once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import json
-from collections.abc import Callable, Generator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import kubernetes.client
-import kubernetes.config
-import kubernetes.watch
-from kubernetes.client import ApiException
+import aiohttp
+import kubernetes_asyncio.client
+import kubernetes_asyncio.config
+import msgspec
+from kubernetes_asyncio.client import ApiException
 
 from clearance_core.errors import ClearanceError
 from clearance_core.registry import WATCHED
-from clearance_runtime import logs
+from clearance_core.wire import EventType
+from clearance_runtime import logs, retries
 from clearance_watcher.ledger import Sink
 
 log = logs.get(__name__)
-T = TypeVar("T")
 
 REDISCOVER_SECONDS = 60.0
-BACKOFF_MIN = 0.5
-BACKOFF_MAX = 10.0
 PAGE_SIZE = 500
 LIST_READ_TIMEOUT = 60.0
-STOP_GRACE = 2.0  # how long a cancelled run waits for its threads to let go
-_END = object()
-# The core group has no generic list call; these are the core resources we know how to list
-# (a core kind missing here is skipped like an unserved one).
-_CORE_LISTERS = {"namespaces": "list_namespace"}
+_JSON = {"Accept": "application/json"}
+_decode = msgspec.json.decode
+_CHANGES: dict[str, EventType] = {"ADDED": "ADDED", "MODIFIED": "MODIFIED",
+                                  "DELETED": "DELETED"}
 
 
 class GoneError(ClearanceError):
@@ -73,27 +70,29 @@ class _Cursor:
     kind_name: str = ""  # CamelCase Kind, set on objects that lack it (LIST items do)
     rv: str | None = None  # None: a LIST is needed before the next watch
 
+    @property
+    def group_path(self) -> str:
+        return "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
 
-def api_client(kubeconfig: Path | None) -> kubernetes.client.ApiClient:
+
+async def api_client(kubeconfig: Path | None) -> kubernetes_asyncio.client.ApiClient:
     """An API client from the kubeconfig file, or from the pod's service account."""
-    cfg = kubernetes.client.Configuration()
+    cfg = kubernetes_asyncio.client.Configuration()
     if kubeconfig is None:
-        kubernetes.config.load_incluster_config(  # type: ignore[no-untyped-call]
-            client_configuration=cfg
-        )
+        kubernetes_asyncio.config.load_incluster_config(  # type: ignore[no-untyped-call]
+            client_configuration=cfg)
     else:
-        kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=str(kubeconfig), client_configuration=cfg
-        )
-    # Every kind holds a watch connection; a smaller pool would churn and warn.
+        await kubernetes_asyncio.config.load_kube_config(config_file=str(kubeconfig),
+                                                         client_configuration=cfg)
+    # Every kind holds a watch connection; a smaller pool would make a LIST wait.
     cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize, len(WATCHED) + 4)
-    return kubernetes.client.ApiClient(cfg)
+    return kubernetes_asyncio.client.ApiClient(cfg)
 
 
 class KubeSource:
     def __init__(
         self,
-        api: kubernetes.client.ApiClient,
+        api: kubernetes_asyncio.client.ApiClient,
         ledger: Sink,
         *,
         kinds: Mapping[str, tuple[str, str, bool]] = WATCHED,
@@ -105,62 +104,54 @@ class KubeSource:
         self._kinds = dict(kinds)
         self._timeout = timeout_seconds
         self._connect_timeout = connect_timeout
-        self._custom = kubernetes.client.CustomObjectsApi(api)
-        self._core = kubernetes.client.CoreV1Api(api)
-        self._pool: ThreadPoolExecutor | None = None
 
     async def run(self) -> None:
         """List and watch every kind until cancelled."""
-        # A dedicated pool: at most one blocking call per kind, and the default executor
-        # (as few as 5 threads) would let long watches starve each other.
-        self._pool = ThreadPoolExecutor(len(self._kinds) + 2, thread_name_prefix="kube")
-        try:
-            async with asyncio.TaskGroup() as tg:
-                for kind, (api_version, plural, _) in self._kinds.items():
-                    tg.create_task(self._follow(_Cursor(kind, api_version, plural)))
-            await asyncio.Future()  # every kind was skipped: still run until cancelled
-        finally:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+        async with asyncio.TaskGroup() as tg:
+            for kind, (api_version, plural, _) in self._kinds.items():
+                tg.create_task(self._follow(_Cursor(kind, api_version, plural)))
+        await asyncio.Future()  # every kind was skipped: still run until cancelled
 
     async def _follow(self, cur: _Cursor) -> None:
-        delay = BACKOFF_MIN
         while True:
-            before = cur.rv
-            try:
-                if not cur.kind_name:
-                    kind_name = await self._discover(cur)
-                    if kind_name is None:
-                        log.warning("kind_skipped", kind=cur.kind, api_version=cur.api_version,
-                                    plural=cur.plural, reason="not served by the API server")
-                        # Fail closed: objects of a kind the server no longer serves (its
-                        # CRD was removed) must not keep granting access from the stream.
-                        await self._ledger.sync([], kinds={cur.kind})
-                        # A CRD may be installed later: look again now and then.
-                        await asyncio.sleep(REDISCOVER_SECONDS)
-                        continue
-                    cur.kind_name = kind_name
-                if cur.rv is None:
-                    await self._relist(cur)
-                await self._watch(cur)
-                delay = BACKOFF_MIN
-            except GoneError:
-                log.info("watch_expired", kind=cur.kind, resource_version=cur.rv)
-                cur.rv = None
-            except Exception as exc:  # a kind must outlive any one failure
-                if cur.rv != before:
-                    delay = BACKOFF_MIN
-                log.warning("kube_retry", kind=cur.kind, error=_describe(exc), retry_in=delay,
-                            relist=cur.rv is None)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, BACKOFF_MAX)
+            await retries.forever("kubernetes", functools.partial(self._session, cur),
+                                  on=retries.any_error, backoff=retries.FAILURE,
+                                  kind=cur.kind)
+
+    async def _session(self, cur: _Cursor) -> None:
+        """Discover, list if needed, and watch until the server ends the watch. A 410 Gone
+        asks for a LIST next; a failure after progress ends the session (the next one
+        starts at once); any other failure is raised, to be retried after a back-off."""
+        if not cur.kind_name:
+            kind_name = await self._discover(cur)
+            if kind_name is None:
+                log.warning("kind_skipped", kind=cur.kind, api_version=cur.api_version,
+                            plural=cur.plural, reason="not served by the API server")
+                # Fail closed: objects of a kind the server no longer serves (its CRD was
+                # removed) must not keep granting access from the stream.
+                await self._ledger.sync([], kinds={cur.kind})
+                # A CRD may be installed later: look again now and then.
+                await asyncio.sleep(REDISCOVER_SECONDS)
+                return
+            cur.kind_name = kind_name
+        before = cur.rv
+        try:
+            if cur.rv is None:
+                await self._relist(cur)
+            await self._watch(cur)
+        except GoneError:
+            log.info("watch_expired", kind=cur.kind, resource_version=cur.rv)
+            cur.rv = None
+        except Exception as exc:
+            if cur.rv is None or cur.rv == before:
+                raise
+            log.warning("watch_failed", kind=cur.kind, error=_describe(exc),
+                        resource_version=cur.rv)
 
     async def _discover(self, cur: _Cursor) -> str | None:
         """The served Kind name for the cursor's plural, or None when it is not served."""
-        if cur.api_version == "v1" and cur.plural not in _CORE_LISTERS:
-            return None
-        path = "/api/v1" if cur.api_version == "v1" else f"/apis/{cur.api_version}"
         try:
-            doc = await self._in_thread(self._get_json, path)
+            doc = await self._get_json(cur.group_path)
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -174,111 +165,101 @@ class KubeSource:
 
     async def _relist(self, cur: _Cursor) -> None:
         items: list[dict[str, Any]] = []
-        token: str | None = None
+        query: list[tuple[str, str]] = [("limit", str(PAGE_SIZE))]
         rv = ""
         while True:
-            page = await self._in_thread(self._list_page, cur, token)
+            page = await self._get_json(f"{cur.group_path}/{cur.plural}", query)
             meta = page.get("metadata") or {}
             items.extend(_complete(obj, cur) for obj in page.get("items") or []
                          if isinstance(obj, dict))
             # Every page of a paginated list is cut from the first page's snapshot.
             rv = rv or str(meta.get("resourceVersion") or "")
-            token = str(meta["continue"]) if meta.get("continue") else None
-            if token is None:
+            if not meta.get("continue"):
                 break
+            query = [("limit", str(PAGE_SIZE)), ("continue", str(meta["continue"]))]
         await self._ledger.sync(items, kinds={cur.kind})
         cur.rv = rv
         log.info("kind_listed", kind=cur.kind, objects=len(items), resource_version=rv)
 
     async def _watch(self, cur: _Cursor) -> None:
-        func, args = self._lister(cur)
-        kwargs: dict[str, Any] = {
-            "allow_watch_bookmarks": True,
-            "timeout_seconds": self._timeout,
-            # The read timeout outlasts the server's own, so a silent but healthy watch
-            # ends by the server's timeout, and a dead connection by ours.
-            "_request_timeout": (self._connect_timeout, self._timeout + 30),
-        }
+        query = [("watch", "true"), ("allowWatchBookmarks", "true"),
+                 ("timeoutSeconds", str(self._timeout))]
         if cur.rv:
-            kwargs["resource_version"] = cur.rv
-        # return_type=object: events stay the plain dicts the server sent.
-        w: Any = kubernetes.watch.Watch(return_type=object)  # type: ignore[no-untyped-call]
-        stream: Generator[dict[str, Any]] = w.stream(func, *args, **kwargs)
-        try:
-            while (event := await self._next(w, stream)) is not _END:
-                # The client yields None for a line that is not JSON; skip it like a blank.
-                if not isinstance(event, dict) or not isinstance(event.get("raw_object"), dict):
+            query.append(("resourceVersion", cur.rv))
+        # The read timeout outlasts the server's own, so a silent but healthy watch ends
+        # by the server's timeout, and a dead connection by ours.
+        resp = await self._get(f"{cur.group_path}/{cur.plural}", query,
+                               read_timeout=self._timeout + 30)
+        async with resp:
+            while line := await resp.content.readline():
+                event = _watch_event(line)
+                if event is None:
                     continue
-                event_type, obj = event.get("type"), event["raw_object"]
-                if event_type in ("ADDED", "MODIFIED", "DELETED"):
-                    await self._ledger.apply(event_type, _complete(obj, cur))
+                event_type, obj = event
+                if event_type == "ERROR":
+                    # A Status: 410 Gone when the version left the server's history.
+                    raise _status_error(obj)
+                change = _CHANGES.get(event_type)
+                if change is not None:
+                    await self._ledger.apply(change, _complete(obj, cur))
                 elif event_type != "BOOKMARK":
                     log.warning("watch_event_ignored", kind=cur.kind, type=event_type)
                     continue
                 rv = (obj.get("metadata") or {}).get("resourceVersion")
                 if isinstance(rv, str) and rv:
                     cur.rv = rv
-        except ApiException as exc:
-            if exc.status == 410:  # an ERROR event or the HTTP status, raised by the client
-                raise GoneError(_describe(exc)) from exc
-            raise
-        finally:
-            w.stop()
-            # Closing the stream closes its response (not blocking). A ValueError means the
-            # stream still runs in a thread that did not let go in time; it ends on its own.
-            with contextlib.suppress(ValueError):
-                stream.close()
 
-    async def _next(self, w: Any, stream: Generator[dict[str, Any]]) -> object:
-        """One step of the watch stream, in a thread; cancellation unblocks that thread."""
-        assert self._pool is not None
-        fut = asyncio.get_running_loop().run_in_executor(self._pool, next, stream, _END)
+    async def _get_json(self, path: str,
+                        query: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+        async with await self._get(path, query, read_timeout=LIST_READ_TIMEOUT) as resp:
+            # Raw JSON rather than the client's models: objects exactly as the server sent.
+            return _as_dict(_decode(await resp.read()))
+
+    async def _get(self, path: str, query: list[tuple[str, str]] | None, *,
+                   read_timeout: float) -> aiohttp.ClientResponse:
+        """GET an API path, authenticated; the response unread. A status other than 2xx
+        raises ApiException (a 410 raises GoneError)."""
+        resp: aiohttp.ClientResponse = await self._api.call_api(
+            path, "GET", query_params=query, header_params=dict(_JSON),
+            auth_settings=["BearerToken"], _preload_content=False,
+            _request_timeout=aiohttp.ClientTimeout(connect=self._connect_timeout,
+                                                   sock_connect=self._connect_timeout,
+                                                   sock_read=read_timeout),
+        )
+        if 200 <= resp.status <= 299:
+            return resp
+        async with resp:
+            body = await resp.read()
         try:
-            return await asyncio.shield(fut)
-        except asyncio.CancelledError:
-            fut.add_done_callback(_consume)
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + STOP_GRACE
-            while not fut.done() and loop.time() < deadline:
-                # Repeated: the response may only now exist, and stream() clears the
-                # flag of a stop() that came before it started.
-                w.stop()
-                await asyncio.wait([fut], timeout=0.05)
-            raise
+            status = _as_dict(_decode(body))
+        except (msgspec.DecodeError, ValueError):
+            status = {}
+        raise _status_error({**status, "code": resp.status,
+                             "reason": status.get("reason") or resp.reason})
 
-    def _lister(self, cur: _Cursor) -> tuple[Callable[..., Any], tuple[str, ...]]:
-        if cur.api_version == "v1":
-            return getattr(self._core, _CORE_LISTERS[cur.plural]), ()
-        group, version = cur.api_version.split("/", 1)
-        return self._custom.list_cluster_custom_object, (group, version, cur.plural)
 
-    def _list_page(self, cur: _Cursor, token: str | None) -> dict[str, Any]:
-        func, args = self._lister(cur)
-        kwargs: dict[str, Any] = {"limit": PAGE_SIZE, "_preload_content": False,
-                                  "_request_timeout": (self._connect_timeout, LIST_READ_TIMEOUT)}
-        if token:
-            kwargs["_continue"] = token
-        # Raw JSON rather than the client's models: objects exactly as the server sent them.
-        return _as_dict(json.loads(func(*args, **kwargs).data))
+def _watch_event(line: bytes) -> tuple[str, dict[str, Any]] | None:
+    """``(type, object)`` of one watch line, None for a line that is not JSON (skipped
+    like a blank one). A bare Status (no event around it) raises its error, as does any
+    other JSON that is not an event."""
+    try:
+        event = _decode(line)
+    except msgspec.DecodeError:
+        return None
+    if isinstance(event, dict):
+        obj, event_type = event.get("object"), event.get("type")
+        if isinstance(obj, dict) and isinstance(event_type, str):
+            return event_type, obj
+        if "code" in event:
+            raise _status_error(event)
+    raise ValueError(f"malformed watch event: {line[:200]!r}")
 
-    def _get_json(self, path: str) -> dict[str, Any]:
-        params = self._api.param_serialize(
-            "GET", path, header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-        )
-        resp: Any = self._api.call_api(
-            *params, _request_timeout=(self._connect_timeout, LIST_READ_TIMEOUT)
-        )
-        body: bytes = resp.read()
-        if not 200 <= resp.status <= 299:
-            ApiException.from_response(http_resp=resp, body=body.decode(errors="replace"),
-                                       data=None)  # raises
-        return _as_dict(json.loads(body))
 
-    async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
-        assert self._pool is not None
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, functools.partial(fn, *args))
+def _status_error(status: dict[str, Any]) -> Exception:
+    code = status.get("code")
+    reason = f"{status.get('reason') or ''}: {status.get('message') or ''}".strip(": ")
+    exc = ApiException(status=code if isinstance(code, int) else 500, reason=reason)
+    return GoneError(_describe(exc)) if exc.status == 410 else exc
 
 
 def _complete(obj: dict[str, Any], cur: _Cursor) -> dict[str, Any]:
@@ -294,14 +275,8 @@ def _as_dict(value: Any) -> dict[str, Any]:
     return value
 
 
-def _describe(exc: Exception) -> str:
+def _describe(exc: BaseException) -> str:
     # str() of an ApiException carries the response headers and body: too much for a log line.
     if isinstance(exc, ApiException):
         return f"ApiException: {exc.status} {exc.reason}"
     return f"{type(exc).__name__}: {exc}"
-
-
-def _consume(fut: asyncio.Future[Any]) -> None:
-    # Nobody awaits a step abandoned on cancellation: retrieve its error to keep it quiet.
-    if not fut.cancelled():
-        fut.exception()

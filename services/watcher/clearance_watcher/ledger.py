@@ -14,6 +14,7 @@ reuses its id, so the stream stores it once.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Iterable
 from typing import Any, Protocol
 
@@ -25,7 +26,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from clearance_core.errors import InvalidObject
 from clearance_core.kinds import ObjectRef, content_hash, event_subject, ref_of
 from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS, Event, EventType
-from clearance_runtime import bus, logs, metrics
+from clearance_runtime import bus, logs, metrics, retries
 
 log = logs.get(__name__)
 SOURCE_HEADER = "Clearance-Source"
@@ -191,15 +192,10 @@ class Ledger:
         msg_id = f"{ref}@{version_of(obj)}{suffix}#{prior}"
         payload = _encode(Event(type=event_type, object=obj))
         headers = {"Nats-Msg-Id": msg_id, SOURCE_HEADER: self._source}
-        delay = 0.1
-        while True:
-            try:
-                ack = await self._js.publish(subject, payload, timeout=5.0, headers=headers)
-                break
-            except (TimeoutError, nats.errors.Error) as exc:
-                log.warning("publish_retry", subject=subject, error=str(exc), retry_in=delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+        ack = await retries.forever(
+            "publish", functools.partial(self._js.publish, subject, payload, timeout=5.0,
+                                         headers=headers),
+            subject=subject)
         self._last_seq[ref] = max(int(ack.seq), prior)
         metrics.EVENTS_PUBLISHED.labels(source=self._source, type=event_type).inc()
         log.info("event_published", type=event_type, object=str(ref), seq=ack.seq,
