@@ -1,8 +1,11 @@
 """The decision cache in Redis, with exact invalidation indexes.
 
 An entry is written only if the compiled state did not change while it was computed (a
-Lua script compares ``clr:rev`` with the revision its snapshot saw), so an invalidation
-can never be overtaken by a slow writer. Each entry is indexed under the username and
+Lua script compares ``clr:rev`` and ``clr:built`` with what its snapshot saw), so an
+invalidation can never be overtaken by a slow writer — nor can an answer computed before
+the store was flushed be written into the rebuilt state when the rebuild passes the same
+revision again (a rebuild replays a stream that keeps only the latest version of each
+object, so equal revisions need not mean equal states). Each entry is indexed under the username and
 email, every effective group, its cluster and its principal; the invalidator deletes
 exactly the entries of the indexes an event names — no keyspace scans.
 
@@ -29,7 +32,8 @@ from clearance_runtime import health, keys, metrics
 # TTL: an evicted index would leave live entries no invalidation can reach (a stale
 # allow), while an evicted entry only leaves a dangling index member, which SWEEP removes.
 _PUT = f"""
-if (redis.call('GET', '{keys.REV}') or '0') ~= ARGV[1] then return 0 end
+local rev = redis.call('GET', '{keys.REV}') or '0'
+if rev .. '@' .. (redis.call('GET', '{keys.BUILT}') or '') ~= ARGV[1] then return 0 end
 local now = tonumber(ARGV[2])
 local i, n = 4, 0
 while i <= #ARGV do

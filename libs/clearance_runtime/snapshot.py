@@ -37,10 +37,11 @@ _FLEET_FIELD = location(hierarchy.FLEET)[1]
 _CLUSTER_FIELD = location(hierarchy.cluster(""))[1]  # + the cluster's name
 
 _SNAPSHOT = f"""
-local crev = redis.call('GET', '{keys.REV}') or '0'
 local irev = redis.call('GET', '{keys.INVALIDATED_REV}') or '0'
 local built = redis.call('GET', '{keys.BUILT}')
 if not built or tonumber(irev) < tonumber(built) then return {{irev, built}} end
+-- The state's identity for the cache's write fence: checkpoint and build together.
+local crev = (redis.call('GET', '{keys.REV}') or '0') .. '@' .. built
 local username, email = ARGV[1], ARGV[2]
 local ngroups = tonumber(ARGV[3])
 local groups, gseen = {{}}, {{}}

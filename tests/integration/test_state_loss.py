@@ -16,6 +16,7 @@ import redis.asyncio as aioredis
 
 from clearance_invalidator.app import Invalidator
 from clearance_runtime import health, keys
+from clearance_runtime.cache import DecisionCache, Entry
 from clearance_runtime.state import ChangeRecord
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
@@ -145,3 +146,18 @@ async def test_reviews_search_and_status_also_wait_for_a_whole_state(
         assert "error" not in reply or reply["error"]["code"] == "not_found"
     finally:
         await r.aclose()
+
+
+async def test_an_answer_from_before_a_rebuild_is_not_cached_into_it(
+        clean_servers: Servers) -> None:
+    """The cache's write fence names the build too: a rebuild that passes the revision an
+    answer was computed at again (a different state: the stream keeps only the latest
+    version of each object) refuses that answer."""
+    r = aioredis.from_url(clean_servers.redis_url)
+    cache = DecisionCache(r, ttl_seconds=60)
+    entry = Entry(key=keys.cache_entry("d"), blob=b"x", ttl_ms=60_000, indexes=())
+    await r.mset({keys.REV: 7, keys.BUILT: 5})
+    assert await cache.store("7@5", [entry]) == 1
+    await r.mset({keys.BUILT: 9})  # flushed and rebuilt, back at revision 7
+    assert await cache.store("7@5", [entry]) == 0
+    await r.aclose()
