@@ -25,6 +25,7 @@ from collections.abc import Iterable
 
 from clearance_core.accesspolicy import CompiledAccessPolicy
 from clearance_core.inherit_index import InheritanceIndex
+from clearance_core.inherit_tally import Tally
 from clearance_core.merge import EffectivePolicy, Fate
 from clearance_core.wire import StatusCondition
 
@@ -70,16 +71,13 @@ def _cause(fate: Fate) -> str:
     return f"overridden by {_names(fate.by)}" if fate.by else "overridden"
 
 
-def _unset_notes(policy: CompiledAccessPolicy, scope: list[EffectivePolicy]) -> list[str]:
+def _unset_notes(tally: Tally) -> list[str]:
     notes = []
-    if any(policy.key in eff.unset_ignored for eff in scope):
+    if tally.unset_ignored:
         notes.append(UNSET_FORBIDDEN)
     overridden: dict[str, set[str]] = defaultdict(set)
-    for eff in scope:
-        for name in policy.unset:
-            found = eff.rules.get(name)
-            if found is not None and found.block == "overrides":
-                overridden[name].add(found.source)
+    for name, source in tally.unset_overrides:
+        overridden[name].add(source)
     for name, sources in sorted(overridden.items()):
         notes.append(f"unset of {name} has no effect: it is an override of {_names(sources)}")
     return notes
@@ -99,11 +97,11 @@ def _added(policy: CompiledAccessPolicy, names: list[str]) -> str:
     return "; ".join(parts)
 
 
-def enforced(policy: CompiledAccessPolicy, scope: list[EffectivePolicy]) -> StatusCondition:
-    """The Enforced condition from the effective policies of the targets in scope."""
-    key = policy.key
-    notes = _unset_notes(policy, scope)
-    errors = sorted({f"{eff.target}: {eff.errors[key]}" for eff in scope if key in eff.errors})
+def enforced(policy: CompiledAccessPolicy, tally: Tally) -> StatusCondition:
+    """The Enforced condition from the policy's parts in the targets in scope (their
+    sums: this costs the tally's size, not the scope's)."""
+    notes = _unset_notes(tally)
+    errors = sorted({f"{target}: {error}" for target, error in tally.errors.items()})
     if errors:
         shown = "; ".join(errors[:3]) + (f" and {len(errors) - 3} more" if len(errors) > 3
                                          else "")
@@ -113,18 +111,11 @@ def enforced(policy: CompiledAccessPolicy, scope: list[EffectivePolicy]) -> Stat
     names = policy.rule_names()
     by_cause: dict[str, set[str]] = defaultdict(set)
     winners: set[str] = set()
-    held_names: set[str] = set()
-    pairs = held = 0
-    for eff in scope:
-        for name in names:
-            pairs += 1
-            fate = eff.fate(key, name)
-            if fate is None:
-                held += 1
-                held_names.add(name)
-                continue
-            by_cause[_cause(fate)].add(name)
-            winners.update(fate.by)
+    held_names = set(tally.held)
+    pairs, held = len(tally) * len(names), sum(tally.held.values())
+    for name, fate in tally.fates:
+        by_cause[_cause(fate)].add(name)
+        winners.update(fate.by)
     added = _added(policy, [n for n in names if n in held_names])
     causes = "; ".join(f"{_names(rules)} ({cause})" for cause, rules in sorted(by_cause.items()))
     if held == pairs:
@@ -146,12 +137,14 @@ def enforced(policy: CompiledAccessPolicy, scope: list[EffectivePolicy]) -> Stat
                            message=". ".join([text, *notes]))
 
 
-def policy_conditions(policy: CompiledAccessPolicy, scope: list[EffectivePolicy], *,
+def policy_conditions(policy: CompiledAccessPolicy, scope: Tally | list[EffectivePolicy], *,
                       target_found: bool) -> list[StatusCondition]:
-    """Accepted and (when accepted) Enforced for a valid policy."""
+    """Accepted and (when accepted) Enforced for a valid policy, from its tally or from
+    the effective policies of its scope (summed here: what the tally keeps current)."""
     if not target_found:
         return [accepted(target_found=False, target=str(policy.target))]
-    return [accepted(), enforced(policy, scope)]
+    tally = scope if isinstance(scope, Tally) else Tally.of(policy, scope)
+    return [accepted(), enforced(policy, tally)]
 
 
 def status_of(index: InheritanceIndex, key: str) -> list[StatusCondition] | None:
@@ -160,5 +153,5 @@ def status_of(index: InheritanceIndex, key: str) -> list[StatusCondition] | None
     policy = index.policies.get(key)
     if policy is None:
         return None
-    return policy_conditions(policy, index.in_scope(policy),
+    return policy_conditions(policy, index.tally(key),
                              target_found=index.inventory.exists(policy.target))

@@ -1,0 +1,205 @@
+"""What each AccessPolicy's conditions are computed from, summed over its scope and kept
+current target by target (CONTRACT 6).
+
+A policy's ``Enforced`` condition (:mod:`clearance_core.inherit_status`) depends on the
+effective policies of every target in its scope only through a few sums: how many targets
+hold each of its rules, which fates its other rules met (and who won), the ``when``
+errors, whether its ``unset`` was ignored and which overrides its ``unset`` named. A
+:class:`Part` is one target's share of those sums; a :class:`Tally` adds the parts of every
+target in scope. The inheritance index replaces a target's parts whenever it recomputes
+the target, so a policy's conditions cost the size of its tally — never a walk over its
+scope, which for a Fleet policy is every target: one namespace changing then costs the
+same on a fleet of any size.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, TypeVar
+
+from clearance_core.accesspolicy import CompiledAccessPolicy
+from clearance_core.hierarchy import Target
+from clearance_core.merge import EffectivePolicy, Fate
+
+_K = TypeVar("_K")
+
+
+class Part(NamedTuple):
+    """One policy's share in one target's effective policy."""
+
+    #: Its rules the target holds.
+    held: tuple[str, ...]
+    #: Its other rules, each with why the target does not hold it.
+    fates: tuple[tuple[str, Fate], ...]
+    #: The runtime error of one of its ``when`` conditions on this target.
+    error: str | None
+    #: Whether its ``unset`` was ignored here (unset forbidden system-wide).
+    unset_ignored: bool
+    #: (rule it unsets, source of the override holding that rule here).
+    unset_overrides: frozenset[tuple[str, str]]
+
+
+class Shape(NamedTuple):
+    """What a part is computed from, of a policy: worked out once per policy version."""
+
+    key: str
+    names: tuple[str, ...]  # its rule names, each once
+    unset: tuple[str, ...]
+
+
+def shape(policy: CompiledAccessPolicy) -> Shape:
+    return Shape(policy.key, tuple(policy.rule_names()), policy.unset)
+
+
+_NONE: frozenset[tuple[str, str]] = frozenset()
+
+
+def part(of: Shape, effective: EffectivePolicy) -> Part:
+    key, rules = of.key, effective.rules
+    held: list[str] = []
+    fates: list[tuple[str, Fate]] = []
+    for name in of.names:
+        found = rules.get(name)
+        if found is not None and found.source == key:
+            held.append(name)
+        else:
+            fate = effective.fate(key, name)
+            assert fate is not None
+            fates.append((name, fate))
+    overrides = _NONE if not of.unset else frozenset(
+        (name, found.source) for name in of.unset
+        if (found := rules.get(name)) is not None and found.block == "overrides")
+    return Part(tuple(held), tuple(fates), effective.errors.get(key) if effective.errors
+                else None, key in effective.unset_ignored, overrides)
+
+
+def _bump(counts: dict[_K, int], key: _K, by: int) -> None:
+    left = counts.get(key, 0) + by
+    if left:
+        counts[key] = left
+    else:
+        del counts[key]
+
+
+class Tally:
+    """The parts of one policy over the targets in its scope, and their sums."""
+
+    __slots__ = ("errors", "fates", "held", "parts", "unset_ignored", "unset_overrides")
+
+    def __init__(self) -> None:
+        self.parts: dict[Target, Part] = {}
+        #: rule name -> targets holding it
+        self.held: dict[str, int] = {}
+        #: (rule name, fate) -> targets where that rule met that fate
+        self.fates: dict[tuple[str, Fate], int] = {}
+        #: target -> its ``when`` error
+        self.errors: dict[Target, str] = {}
+        #: targets where the policy's ``unset`` was ignored
+        self.unset_ignored = 0
+        #: (rule unset, override source) -> targets
+        self.unset_overrides: dict[tuple[str, str], int] = {}
+
+    @classmethod
+    def of(cls, policy: CompiledAccessPolicy, scope: list[EffectivePolicy]) -> Tally:
+        """From scratch, over the effective policies of a scope."""
+        tally = cls()
+        for effective in scope:
+            tally.put(effective.target, part(shape(policy), effective))
+        return tally
+
+    def __len__(self) -> int:
+        return len(self.parts)
+
+    def clone(self) -> Tally:
+        other = Tally()
+        other.parts = dict(self.parts)
+        other.held = dict(self.held)
+        other.fates = dict(self.fates)
+        other.errors = dict(self.errors)
+        other.unset_ignored = self.unset_ignored
+        other.unset_overrides = dict(self.unset_overrides)
+        return other
+
+    def put(self, target: Target, found: Part) -> None:
+        """Count ``found`` as the target's part (replacing what it had)."""
+        self.drop(target)
+        self.parts[target] = found
+        self._count(target, found, 1)
+
+    def drop(self, target: Target) -> None:
+        found = self.parts.pop(target, None)
+        if found is not None:
+            self._count(target, found, -1)
+
+    def _count(self, target: Target, found: Part, by: int) -> None:
+        for name in found.held:
+            _bump(self.held, name, by)
+        for pair in found.fates:
+            _bump(self.fates, pair, by)
+        for unset in found.unset_overrides:
+            _bump(self.unset_overrides, unset, by)
+        self.unset_ignored += by * found.unset_ignored
+        if found.error is not None:
+            if by > 0:
+                self.errors[target] = found.error
+            else:
+                self.errors.pop(target, None)
+
+
+class Tallies:
+    """Every policy's tally, and the shapes of the policies. A copy (a simulation's)
+    shares the tallies until one of the two changes one: that one copies it first."""
+
+    __slots__ = ("_owned", "_shapes", "_tallies")
+
+    def __init__(self) -> None:
+        self._tallies: dict[str, Tally] = {}
+        self._owned: set[str] = set()  # the tallies no copy shares
+        self._shapes: dict[str, Shape] = {}
+
+    def copy(self) -> Tallies:
+        other = Tallies()
+        other._tallies = dict(self._tallies)
+        other._shapes = dict(self._shapes)
+        self._owned = set()
+        return other
+
+    def get(self, key: str) -> Tally:
+        """The policy's tally (read only; empty when it takes part nowhere)."""
+        return self._tallies.get(key) or Tally()
+
+    def shape(self, policy: CompiledAccessPolicy) -> None:
+        """A policy added or changed (before the targets in its scope are replaced)."""
+        self._shapes[policy.key] = shape(policy)
+
+    def forget(self, key: str) -> None:
+        self._shapes.pop(key, None)
+
+    def replace(self, target: Target, old: EffectivePolicy | None,
+                new: EffectivePolicy | None) -> list[str]:
+        """A target's effective policy went from ``old`` to ``new`` (``None``: none):
+        replace the parts it gives the policies on its path; returns the policies whose
+        part changed."""
+        parts = {} if new is None else {
+            key: part(self._shapes[key], new) for key in new.policies}
+        changed = [key for key in (old.policies if old is not None else ())
+                   if key not in parts]
+        changed += [key for key, found in parts.items()
+                    if (tally := self._tallies.get(key)) is None
+                    or tally.parts.get(target) != found]
+        for key in changed:
+            tally = self._own(key)
+            if key in parts:
+                tally.put(target, parts[key])
+            else:
+                tally.drop(target)
+                if not tally:
+                    del self._tallies[key]
+                    self._owned.discard(key)
+        return changed
+
+    def _own(self, key: str) -> Tally:
+        tally = self._tallies.get(key)
+        if tally is None or key not in self._owned:
+            tally = self._tallies[key] = Tally() if tally is None else tally.clone()
+            self._owned.add(key)
+        return tally

@@ -1,0 +1,54 @@
+"""Policy statuses from the tallies the index keeps equal statuses from their whole scope."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from clearance_core.inherit_index import Event, InheritanceIndex
+from clearance_core.inherit_status import policy_conditions, status_of
+from tests.unit.test_inherit_properties import events
+
+
+def scanned(index: InheritanceIndex) -> dict[str, Any]:
+    """Every policy's conditions, summed over the effective policies of its scope now."""
+    return {key: policy_conditions(policy, index.in_scope(policy),
+                                   target_found=index.inventory.exists(policy.target))
+            for key, policy in index.policies.items()}
+
+
+def kept(index: InheritanceIndex) -> dict[str, Any]:
+    return {key: status_of(index, key) for key in index.policies}
+
+
+@settings(max_examples=200, deadline=None)
+@given(history=st.lists(events, min_size=4, max_size=40), fork=st.integers(0, 40))
+def test_statuses_kept_event_by_event_equal_statuses_from_the_whole_scope(
+        history: list[Event], fork: int) -> None:
+    """After every event (and only the policies the change names may move); and an
+    index and its copy (what a simulation changes), each
+    changed after the copy, never change each other's tallies."""
+    index = InheritanceIndex()
+    copy: InheritanceIndex | None = None
+    expected: dict[str, Any] = {}
+    for n, event in enumerate(history):
+        if n == fork:
+            copy = index.copy()
+            expected = scanned(copy)
+        before = kept(index)
+        change = index.apply(event)
+        after = kept(index)
+        assert after == scanned(index)
+        # Only the policies the change names are recomputed by the compiler.
+        assert {key for key in {*before, *after} if before.get(key) != after.get(key)} <= \
+            change.moved <= change.policies
+    if copy is None:
+        return
+    assert kept(copy) == expected
+    final = kept(index)
+    for event in reversed(history[fork:]):
+        copy.apply(event)
+        assert kept(copy) == scanned(copy)
+    assert kept(index) == scanned(index) == final
