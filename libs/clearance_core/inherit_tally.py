@@ -145,21 +145,38 @@ class Tally:
                 self.errors.pop(target, None)
 
 
+def _same_provenance(old: EffectivePolicy, new: EffectivePolicy) -> bool:
+    """Whether every part is the same in both (given the same shapes)."""
+    if (old.policies != new.policies or old.unset_ignored != new.unset_ignored
+            or old.errors != new.errors or len(old.rules) != len(new.rules)
+            or old.fates != new.fates):
+        return False
+    for (name, before), (other, after) in zip(old.rules.items(), new.rules.items(),
+                                              strict=True):
+        if name != other or before.source != after.source or before.block != after.block:
+            return False
+    return True
+
+
 class Tallies:
     """Every policy's tally, and the shapes of the policies. A copy (a simulation's)
     shares the tallies until one of the two changes one: that one copies it first."""
 
-    __slots__ = ("_owned", "_shapes", "_tallies")
+    __slots__ = ("_owned", "_reshaped", "_shapes", "_tallies")
 
     def __init__(self) -> None:
         self._tallies: dict[str, Tally] = {}
         self._owned: set[str] = set()  # the tallies no copy shares
         self._shapes: dict[str, Shape] = {}
+        #: The last policy whose shape changed: its stored parts are stale until every
+        #: target of its scope is replaced (which the same index event does).
+        self._reshaped: str | None = None
 
     def copy(self) -> Tallies:
         other = Tallies()
         other._tallies = dict(self._tallies)
         other._shapes = dict(self._shapes)
+        other._reshaped = self._reshaped
         self._owned = set()
         return other
 
@@ -169,7 +186,10 @@ class Tallies:
 
     def shape(self, policy: CompiledAccessPolicy) -> None:
         """A policy added or changed (before the targets in its scope are replaced)."""
-        self._shapes[policy.key] = shape(policy)
+        found = shape(policy)
+        if self._shapes.get(policy.key) != found:
+            self._shapes[policy.key] = found
+            self._reshaped = policy.key
 
     def forget(self, key: str) -> None:
         self._shapes.pop(key, None)
@@ -178,11 +198,24 @@ class Tallies:
                 new: EffectivePolicy | None) -> list[str]:
         """A target's effective policy went from ``old`` to ``new`` (``None``: none):
         replace the parts it gives the policies on its path; returns the policies whose
-        part changed."""
-        parts = {} if new is None else {
-            key: part(self._shapes[key], new) for key in new.policies}
+        part changed.
+
+        A part depends on the policy's shape and on the provenance of the target's
+        effective policy (who holds each rule, the fates, errors and ignored unsets), not
+        on the rules' contents: when a policy changes its rules' subjects — the usual
+        change — the provenance of every target below it stays the same and no part is
+        recomputed, bar those of a policy whose shape changed."""
+        if new is None:
+            parts = {}
+        elif old is not None and _same_provenance(old, new):
+            stale = self._reshaped
+            if stale is None or stale not in new.policies:
+                return []
+            parts = {stale: part(self._shapes[stale], new)}
+        else:
+            parts = {key: part(self._shapes[key], new) for key in new.policies}
         changed = [key for key in (old.policies if old is not None else ())
-                   if key not in parts]
+                   if key not in parts and (new is None or key not in new.policies)]
         changed += [key for key, found in parts.items()
                     if (tally := self._tallies.get(key)) is None
                     or tally.parts.get(target) != found]

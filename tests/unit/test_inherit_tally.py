@@ -7,8 +7,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core.inherit_index import Event, InheritanceIndex
+from clearance_core.accesspolicy import compile_access_policy
+from clearance_core.inherit_index import Event, InheritanceIndex, PolicyApplied
 from clearance_core.inherit_status import policy_conditions, status_of
+from tests.unit.accesspolicies import access_policy, block, fleet_index, rule
 from tests.unit.test_inherit_properties import events
 
 
@@ -52,3 +54,24 @@ def test_statuses_kept_event_by_event_equal_statuses_from_the_whole_scope(
         copy.apply(event)
         assert kept(copy) == scanned(copy)
     assert kept(index) == scanned(index) == final
+
+
+def test_a_fate_that_moves_while_every_rule_keeps_its_source_moves_the_status() -> None:
+    """A lower rule's content decides a higher ``when``: the higher atomic default then
+    meets another fate on that target (no longer "when false" but "not applied") while
+    every rule there keeps its source."""
+    low = {"c": rule(users=["u"], effect="Allow")}
+    index = fleet_index(
+        access_policy("high", namespace="t", defaults=block(
+            {"x": rule(groups=["g"])},
+            when="has(self.rules.c) && self.rules.c.effect == 'Deny'")),
+        access_policy("low", namespace="t", target=("Namespace", "c1", "n1"), rules=low))
+    before = status_of(index, "t/high")
+    denied = {"c": rule(users=["u"], effect="Deny")}
+    change = index.apply(PolicyApplied(compile_access_policy(access_policy(
+        "low", namespace="t", target=("Namespace", "c1", "n1"), rules=denied))))
+    assert "t/high" in change.moved
+    after = status_of(index, "t/high")
+    assert after == scanned(index)["t/high"] != before
+    assert after is not None and "not applied: lower policies set rules (t/low)" in \
+        after[1].message
