@@ -54,13 +54,16 @@ def inventory(clusters: int) -> list[dict[str, Any]]:
     return objects
 
 
-def fleet_policy(i: int, *, version: int = 0) -> dict[str, Any]:
-    """The i-th Fleet policy; ``version`` changes its default's subjects (every target's
-    effective policy then changes: that is the Fleet-level change the bench measures)."""
-    spec: dict[str, Any] = {
-        "defaults": {"strategy": "merge", "rules": {
-            "sre-view": _rule(groups=[f"sre-{i}", f"sre-v{version}"], metrics=True),
-            f"platform-{i}": _rule(groups=[f"platform-{i}"])}}}
+def fleet_policy(i: int, *, version: int = 0, added: bool = False) -> dict[str, Any]:
+    """The i-th Fleet policy. ``version`` changes its default's subjects, so every
+    target's effective policy changes (the Fleet-level change the bench measures);
+    ``added`` also adds a rule of a new name, so every target's provenance changes too
+    (and every policy's part in it is recomputed)."""
+    rules = {"sre-view": _rule(groups=[f"sre-{i}", f"sre-v{version}"], metrics=True),
+             f"platform-{i}": _rule(groups=[f"platform-{i}"])}
+    if added:
+        rules[f"audit-{version}"] = _rule(groups=[f"auditors-{version}"])
+    spec: dict[str, Any] = {"defaults": {"strategy": "merge", "rules": rules}}
     if i % 4 == 0:
         spec["overrides"] = {"strategy": "merge", "rules": {
             f"security-{i}": _rule(users=[f"suspended-{i}"], effect="Deny")}}
@@ -85,12 +88,13 @@ def cluster_policy(i: int, clusters: int) -> dict[str, Any]:
                    2000 + i)
 
 
-def namespace_policy(i: int, clusters: int, namespaces: int, *, version: int = 0
-                     ) -> dict[str, Any]:
-    """The i-th namespace intent; ``version`` changes its rule's subjects."""
+def namespace_policy(i: int, clusters: int, namespaces: int, *, version: int = 0,
+                     sre: bool | None = None) -> dict[str, Any]:
+    """The i-th namespace intent; ``version`` changes its rule's subjects; ``sre`` says
+    whether it replaces the Fleet's ``sre-view`` default (one in five does)."""
     c, n = i % clusters, (i // clusters) % namespaces
     rules = {"team": _rule(groups=[f"dev-c{c}-ns{n}", f"v{version}"], metrics=i % 2 == 0)}
-    if i % 5 == 0:
+    if i % 5 == 0 if sre is None else sre:
         rules["sre-view"] = _rule(users=[f"oncall-c{c}-ns{n}"])
     if i % 17 == 0:
         rules["blocked"] = _rule(users=[f"intruder-{i}"], effect="Deny")

@@ -54,9 +54,9 @@ class Change:
     #: The event's policy and every policy on the path of a touched target.
     policies: set[str] = field(default_factory=set)
     #: Those whose Accepted/Enforced conditions must be recomputed: the event's policy
-    #: and every policy whose part in a touched target changed. A policy's conditions
-    #: are a function of the policy, its tally, and whether its target exists — which it
-    #: does exactly while its tally is not empty — so no other policy's can move.
+    #: and every policy whose tally's version moved. A policy's conditions are a function
+    #: of the policy and of what its tally's version follows (see
+    #: :class:`~clearance_core.inherit_tally.Tally`), so no other policy's can move.
     moved: set[str] = field(default_factory=set)
     #: The effective policies the touched targets had before the event (absent: none).
     previous: dict[Target, EffectivePolicy] = field(default_factory=dict)

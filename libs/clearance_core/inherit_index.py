@@ -11,7 +11,7 @@ event that can move a target's effective policy, and persists what :meth:`apply`
 * :meth:`apply` mutates, recomputes exactly those targets and returns a :class:`Change`:
   new effective policies, targets that vanished, the policies on the touched targets'
   paths, and of those the ones whose status may have moved: the policy that changed and
-  every policy whose part in a touched target changed.
+  every policy whose tally (its parts in the targets' effective policies) moved.
 * Per policy, a :class:`~clearance_core.inherit_tally.Tally` of its parts in the stored
   effective policies, replaced as targets are recomputed: its conditions are computed
   from that (:func:`clearance_core.inherit_status.status_of`) at the tally's cost, never
@@ -242,7 +242,7 @@ class InheritanceIndex:
     def _store(self, target: Target, effective: EffectivePolicy | None,
                moved: set[str] | None = None) -> EffectivePolicy | None:
         """Keep (``None``: forget) a target's effective policy and the parts it gives the
-        policies on its path, adding to ``moved`` the policies whose part changed;
+        policies on its path, adding to ``moved`` the policies whose tally's version moved;
         returns what it had before."""
         old = self.effective.pop(target, None)
         changed = self._tallies.replace(target, old, effective)

@@ -20,6 +20,7 @@ targets still has a readable status.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -36,9 +37,9 @@ UNSET_FORBIDDEN = "spec.unset is ignored: unset is disabled on this system " \
 
 def _names(items: Iterable[str]) -> str:
     unique = sorted(set(items))
-    shown = ", ".join(unique[:LIST_LIMIT])
-    more = len(unique) - LIST_LIMIT
-    return f"{shown} and {more} more" if more > 0 else shown
+    if len(unique) <= LIST_LIMIT:
+        return ", ".join(unique)
+    return f"{', '.join(unique[:LIST_LIMIT])} and {len(unique) - LIST_LIMIT} more"
 
 
 def accepted(*, error: str | None = None, target_found: bool = True,
@@ -58,6 +59,9 @@ def invalid_conditions(error: str) -> list[StatusCondition]:
     return [accepted(error=error)]
 
 
+# A Fleet policy's status names a cause per policy that won over it, recomputed whenever
+# one of them moves: the same fates come back event after event.
+@functools.lru_cache(maxsize=1 << 16)
 def _cause(fate: Fate) -> str:
     if fate.kind == "unset":
         return f"unset by {_names(fate.by)}" if fate.by else "unset"
@@ -112,13 +116,13 @@ def enforced(policy: CompiledAccessPolicy, tally: Tally) -> StatusCondition:
     by_cause: dict[str, set[str]] = defaultdict(set)
     winners: set[str] = set()
     held_names = set(tally.held)
-    pairs, held = len(tally) * len(names), sum(tally.held.values())
     for name, fate in tally.fates:
         by_cause[_cause(fate)].add(name)
         winners.update(fate.by)
     added = _added(policy, [n for n in names if n in held_names])
     causes = "; ".join(f"{_names(rules)} ({cause})" for cause, rules in sorted(by_cause.items()))
-    if held == pairs:
+    # Every (target, rule) pair is either held or met a fate: no fate, all are held.
+    if not tally.fates:
         text = "Policy has been successfully enforced"
         if added:
             text += ". T" + added[1:]
@@ -126,7 +130,7 @@ def enforced(policy: CompiledAccessPolicy, tally: Tally) -> StatusCondition:
             text += " (it sets no rules)"
         return StatusCondition(type="Enforced", status="True", reason="Enforced",
                                message=". ".join([text, *notes]))
-    if held == 0:
+    if not held_names:
         who = f" by {_names(winners)}" if winners else ""
         text = f"Policy has been overridden{who}: {causes}"
         return StatusCondition(type="Enforced", status="False", reason="Overridden",

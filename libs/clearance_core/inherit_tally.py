@@ -72,18 +72,27 @@ def part(of: Shape, effective: EffectivePolicy) -> Part:
                 else None, key in effective.unset_ignored, overrides)
 
 
-def _bump(counts: dict[_K, int], key: _K, by: int) -> None:
+def _bump(counts: dict[_K, int], key: _K, by: int) -> bool:
+    """Count ``key`` ``by`` more; whether it appeared or vanished."""
     left = counts.get(key, 0) + by
     if left:
         counts[key] = left
-    else:
-        del counts[key]
+        return left == by
+    del counts[key]
+    return True
 
 
 class Tally:
-    """The parts of one policy over the targets in its scope, and their sums."""
+    """The parts of one policy over the targets in its scope, and their sums.
 
-    __slots__ = ("errors", "fates", "held", "parts", "unset_ignored", "unset_overrides")
+    The conditions read which rule names are held somewhere, which fates were met, the
+    errors, whether an unset was ignored anywhere, which overrides an unset named, and
+    whether the scope is empty (the target does not exist) — never how many targets
+    each counts. ``version`` moves exactly when one of those moves, so the conditions
+    of a policy whose version stayed are the same."""
+
+    __slots__ = ("errors", "fates", "held", "parts", "unset_ignored", "unset_overrides",
+                 "version")
 
     def __init__(self) -> None:
         self.parts: dict[Target, Part] = {}
@@ -97,6 +106,7 @@ class Tally:
         self.unset_ignored = 0
         #: (rule unset, override source) -> targets
         self.unset_overrides: dict[tuple[str, str], int] = {}
+        self.version = 0
 
     @classmethod
     def of(cls, policy: CompiledAccessPolicy, scope: list[EffectivePolicy]) -> Tally:
@@ -117,6 +127,7 @@ class Tally:
         other.errors = dict(self.errors)
         other.unset_ignored = self.unset_ignored
         other.unset_overrides = dict(self.unset_overrides)
+        other.version = self.version
         return other
 
     def put(self, target: Target, found: Part) -> None:
@@ -131,18 +142,23 @@ class Tally:
             self._count(target, found, -1)
 
     def _count(self, target: Target, found: Part, by: int) -> None:
+        moved = len(self.parts) == (1 if by > 0 else 0)  # the scope became (non-)empty
         for name in found.held:
-            _bump(self.held, name, by)
+            moved |= _bump(self.held, name, by)
         for pair in found.fates:
-            _bump(self.fates, pair, by)
+            moved |= _bump(self.fates, pair, by)
         for unset in found.unset_overrides:
-            _bump(self.unset_overrides, unset, by)
-        self.unset_ignored += by * found.unset_ignored
+            moved |= _bump(self.unset_overrides, unset, by)
+        if found.unset_ignored:
+            self.unset_ignored += by
+            moved |= self.unset_ignored == (1 if by > 0 else 0)
         if found.error is not None:
+            moved = True
             if by > 0:
                 self.errors[target] = found.error
             else:
                 self.errors.pop(target, None)
+        self.version += moved
 
 
 def _same_provenance(old: EffectivePolicy, new: EffectivePolicy) -> bool:
@@ -198,7 +214,7 @@ class Tallies:
                 new: EffectivePolicy | None) -> list[str]:
         """A target's effective policy went from ``old`` to ``new`` (``None``: none):
         replace the parts it gives the policies on its path; returns the policies whose
-        part changed.
+        tally's version moved (whose conditions may have).
 
         A part depends on the policy's shape and on the provenance of the target's
         effective policy (who holds each rule, the fates, errors and ignored unsets), not
@@ -219,8 +235,10 @@ class Tallies:
         changed += [key for key, found in parts.items()
                     if (tally := self._tallies.get(key)) is None
                     or tally.parts.get(target) != found]
+        moved = []
         for key in changed:
             tally = self._own(key)
+            version = tally.version
             if key in parts:
                 tally.put(target, parts[key])
             else:
@@ -228,7 +246,9 @@ class Tallies:
                 if not tally:
                     del self._tallies[key]
                     self._owned.discard(key)
-        return changed
+            if tally.version != version:
+                moved.append(key)
+        return moved
 
     def _own(self, key: str) -> Tally:
         tally = self._tallies.get(key)

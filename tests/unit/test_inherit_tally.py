@@ -26,13 +26,14 @@ def kept(index: InheritanceIndex) -> dict[str, Any]:
 
 
 @settings(max_examples=200, deadline=None)
-@given(history=st.lists(events, min_size=4, max_size=40), fork=st.integers(0, 40))
+@given(history=st.lists(events, min_size=4, max_size=40), fork=st.integers(0, 40),
+       allow_unset=st.booleans())
 def test_statuses_kept_event_by_event_equal_statuses_from_the_whole_scope(
-        history: list[Event], fork: int) -> None:
+        history: list[Event], fork: int, allow_unset: bool) -> None:
     """After every event (and only the policies the change names may move); and an
     index and its copy (what a simulation changes), each
     changed after the copy, never change each other's tallies."""
-    index = InheritanceIndex()
+    index = InheritanceIndex(allow_unset=allow_unset)
     copy: InheritanceIndex | None = None
     expected: dict[str, Any] = {}
     for n, event in enumerate(history):
