@@ -14,32 +14,24 @@
   An ``unset`` that is ignored — forbidden system-wide, or naming a rule that an override
   sets — is said in the message, whatever the reason.
 
-Messages are bounded (:data:`LIST_LIMIT` names per list) so a policy over thousands of
-targets still has a readable status.
+Messages are bounded (:data:`~clearance_core.inherit_words.LIST_LIMIT` names and causes
+per list, three errors, then how many more) so a policy over thousands of targets still
+has a readable status, and computing one reads the first items its tally keeps in order.
 """
 
 from __future__ import annotations
 
-import functools
 from collections import defaultdict
-from collections.abc import Iterable
 
 from clearance_core.accesspolicy import CompiledAccessPolicy
 from clearance_core.inherit_index import InheritanceIndex
 from clearance_core.inherit_tally import Tally
-from clearance_core.merge import EffectivePolicy, Fate
+from clearance_core.inherit_words import LIST_LIMIT, listed, names
+from clearance_core.merge import EffectivePolicy
 from clearance_core.wire import StatusCondition
 
-LIST_LIMIT = 20
 UNSET_FORBIDDEN = "spec.unset is ignored: unset is disabled on this system " \
                   "(CLEARANCE_ALLOW_UNSET=false)"
-
-
-def _names(items: Iterable[str]) -> str:
-    unique = sorted(set(items))
-    if len(unique) <= LIST_LIMIT:
-        return ", ".join(unique)
-    return f"{', '.join(unique[:LIST_LIMIT])} and {len(unique) - LIST_LIMIT} more"
 
 
 def accepted(*, error: str | None = None, target_found: bool = True,
@@ -59,22 +51,6 @@ def invalid_conditions(error: str) -> list[StatusCondition]:
     return [accepted(error=error)]
 
 
-# A Fleet policy's status names a cause per policy that won over it, recomputed whenever
-# one of them moves: the same fates come back event after event.
-@functools.lru_cache(maxsize=1 << 16)
-def _cause(fate: Fate) -> str:
-    if fate.kind == "unset":
-        return f"unset by {_names(fate.by)}" if fate.by else "unset"
-    if fate.kind == "when_false":
-        return "not applied because its when condition is false"
-    if fate.kind == "when_error":
-        return "not applied because its when condition failed"
-    if fate.kind == "not_applied":
-        return (f"not applied: lower policies set rules ({_names(fate.by)})" if fate.by
-                else "not applied")
-    return f"overridden by {_names(fate.by)}" if fate.by else "overridden"
-
-
 def _unset_notes(tally: Tally) -> list[str]:
     notes = []
     if tally.unset_ignored:
@@ -83,21 +59,21 @@ def _unset_notes(tally: Tally) -> list[str]:
     for name, source in tally.unset_overrides:
         overridden[name].add(source)
     for name, sources in sorted(overridden.items()):
-        notes.append(f"unset of {name} has no effect: it is an override of {_names(sources)}")
+        notes.append(f"unset of {name} has no effect: it is an override of {names(sources)}")
     return notes
 
 
-def _added(policy: CompiledAccessPolicy, names: list[str]) -> str:
+def _added(policy: CompiledAccessPolicy, held: list[str]) -> str:
     """What the policy contributes where it is held: its defaults and its overrides."""
-    defaults = [n for n in names if policy.block_of(n) != "overrides"]
-    overrides = [n for n in names if policy.block_of(n) == "overrides"]
+    defaults = [n for n in held if policy.block_of(n) != "overrides"]
+    overrides = [n for n in held if policy.block_of(n) == "overrides"]
     parts = []
     if defaults:
         parts.append(f"the following defaults have been added by {policy.key}: "
-                     f"{_names(defaults)}")
+                     f"{names(defaults)}")
     if overrides:
         parts.append(f"the following overrides have been applied by {policy.key}: "
-                     f"{_names(overrides)}")
+                     f"{names(overrides)}")
     return "; ".join(parts)
 
 
@@ -105,33 +81,31 @@ def enforced(policy: CompiledAccessPolicy, tally: Tally) -> StatusCondition:
     """The Enforced condition from the policy's parts in the targets in scope (their
     sums: this costs the tally's size, not the scope's)."""
     notes = _unset_notes(tally)
-    errors = sorted({f"{target}: {error}" for target, error in tally.errors.items()})
+    errors = tally.error_lines.order
     if errors:
-        shown = "; ".join(errors[:3]) + (f" and {len(errors) - 3} more" if len(errors) > 3
-                                         else "")
+        shown = listed(errors[:3], len(errors), "; ")
         message = f"Policy has encountered some issues: a when condition failed ({shown})"
         return StatusCondition(type="Enforced", status="Unknown", reason="Unknown",
                                message=". ".join([message, *notes]))
-    names = policy.rule_names()
-    by_cause: dict[str, set[str]] = defaultdict(set)
-    winners: set[str] = set()
+    rule_names = policy.rule_names()
     held_names = set(tally.held)
-    for name, fate in tally.fates:
-        by_cause[_cause(fate)].add(name)
-        winners.update(fate.by)
-    added = _added(policy, [n for n in names if n in held_names])
-    causes = "; ".join(f"{_names(rules)} ({cause})" for cause, rules in sorted(by_cause.items()))
+    added = _added(policy, [n for n in rule_names if n in held_names])
+    # The causes and the winners are kept in order by the tally: only the first are read.
+    order = tally.causes.order
+    causes = listed([f"{names(tally.cause_rules[text])} ({text})"
+                     for text in order[:LIST_LIMIT]], len(order), "; ")
     # Every (target, rule) pair is either held or met a fate: no fate, all are held.
     if not tally.fates:
         text = "Policy has been successfully enforced"
         if added:
             text += ". T" + added[1:]
-        elif not names:
+        elif not rule_names:
             text += " (it sets no rules)"
         return StatusCondition(type="Enforced", status="True", reason="Enforced",
                                message=". ".join([text, *notes]))
     if not held_names:
-        who = f" by {_names(winners)}" if winners else ""
+        winners = tally.winners
+        who = f" by {listed(winners.order[:LIST_LIMIT], len(winners))}" if winners else ""
         text = f"Policy has been overridden{who}: {causes}"
         return StatusCondition(type="Enforced", status="False", reason="Overridden",
                                message=". ".join([text, *notes]))

@@ -18,6 +18,7 @@ from typing import NamedTuple, TypeVar
 
 from clearance_core.accesspolicy import CompiledAccessPolicy
 from clearance_core.hierarchy import Target
+from clearance_core.inherit_words import Ordered, cause
 from clearance_core.merge import EffectivePolicy, Fate
 
 _K = TypeVar("_K")
@@ -91,8 +92,8 @@ class Tally:
     each counts. ``version`` moves exactly when one of those moves, so the conditions
     of a policy whose version stayed are the same."""
 
-    __slots__ = ("errors", "fates", "held", "parts", "unset_ignored", "unset_overrides",
-                 "version")
+    __slots__ = ("cause_rules", "causes", "error_lines", "errors", "fates", "held", "parts",
+                 "unset_ignored", "unset_overrides", "version", "winners")
 
     def __init__(self) -> None:
         self.parts: dict[Target, Part] = {}
@@ -102,6 +103,13 @@ class Tally:
         self.fates: dict[tuple[str, Fate], int] = {}
         #: target -> its ``when`` error
         self.errors: dict[Target, str] = {}
+        #: The same as the message lists them: "<target>: <error>", in order.
+        self.error_lines = Ordered()
+        #: The causes of the fates (in order; each counted once per (rule, fate)), the
+        #: rules that met each, and the policies that won (each once per (rule, fate)).
+        self.causes = Ordered()
+        self.cause_rules: dict[str, dict[str, int]] = {}
+        self.winners = Ordered()
         #: targets where the policy's ``unset`` was ignored
         self.unset_ignored = 0
         #: (rule unset, override source) -> targets
@@ -125,6 +133,10 @@ class Tally:
         other.held = dict(self.held)
         other.fates = dict(self.fates)
         other.errors = dict(self.errors)
+        other.error_lines = self.error_lines.clone()
+        other.causes = self.causes.clone()
+        other.cause_rules = {text: dict(rules) for text, rules in self.cause_rules.items()}
+        other.winners = self.winners.clone()
         other.unset_ignored = self.unset_ignored
         other.unset_overrides = dict(self.unset_overrides)
         other.version = self.version
@@ -146,7 +158,9 @@ class Tally:
         for name in found.held:
             moved |= _bump(self.held, name, by)
         for pair in found.fates:
-            moved |= _bump(self.fates, pair, by)
+            if _bump(self.fates, pair, by):
+                self._fate(*pair, by)
+                moved = True
         for unset in found.unset_overrides:
             moved |= _bump(self.unset_overrides, unset, by)
         if found.unset_ignored:
@@ -158,7 +172,19 @@ class Tally:
                 self.errors[target] = found.error
             else:
                 self.errors.pop(target, None)
+            self.error_lines.count(f"{target}: {found.error}", by)
         self.version += moved
+
+    def _fate(self, name: str, fate: Fate, by: int) -> None:
+        """A (rule, fate) appeared (``by`` 1) or vanished (-1) in this policy's scope."""
+        text = cause(fate)
+        self.causes.count(text, by)
+        rules = self.cause_rules.setdefault(text, {})
+        _bump(rules, name, by)
+        if not rules:
+            del self.cause_rules[text]
+        for winner in set(fate.by):
+            self.winners.count(winner, by)
 
 
 def _same_provenance(old: EffectivePolicy, new: EffectivePolicy) -> bool:
