@@ -53,3 +53,12 @@ async def fastest(nc: Any, subject: str, body: bytes, runs: int = 3) -> float:
         times.append(time.perf_counter() - started)
         assert b'"error"' not in reply.data[:20], reply.data[:200]
     return min(times)
+
+
+async def warm(nc: Any, subject: str, bodies: list[bytes], inflight: int) -> None:
+    """Ask every body once (``inflight`` at a time): a cache then holds every answer."""
+    async def worker(offset: int) -> None:
+        for body in bodies[offset::inflight]:
+            await nc.request(subject, body, timeout=10)
+
+    await asyncio.gather(*(worker(k) for k in range(inflight)))

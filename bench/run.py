@@ -210,7 +210,7 @@ async def main() -> None:
         if not args.no_inherit:
             started = time.perf_counter()
             results["inherit"] = await inherit_live.run(
-                nc, js, redis_url, echo, seconds=args.seconds, inflight=args.inflight)
+                nc, js, redis_url, seconds=args.seconds, inflight=args.inflight)
             results["inherit_core"] = inherit.measure()
             results["inherit_s"] = time.perf_counter() - started
         await nc.close()
