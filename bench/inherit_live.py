@@ -163,7 +163,9 @@ def report(live: dict[str, Any], core: dict[str, Any]) -> str:
         lines.append(
             f"  core, {row['clusters']} x {row['namespaces']} ({row['policies']} policies, "
             f"{row['targets']} targets): index {row['index_us']:.0f} us, whole fold "
-            f"{row['fold_us']:.0f} us per event")
+            f"{row['fold_us']:.0f} us per event; an intent that starts or stops replacing "
+            f"a Fleet default {row['override_fold_us']:.0f} us "
+            f"({row['override_statuses_per_event']:.0f} statuses rewritten)")
     cached, uncached = live["check_cached"], live["check_uncached"]
     lines.append(
         f"checks decided by inherited rules (echo now {live['echo']['rps']:.0f} req/s): "
