@@ -78,8 +78,8 @@ def _added(policy: CompiledAccessPolicy, held: list[str]) -> str:
 
 
 def enforced(policy: CompiledAccessPolicy, tally: Tally) -> StatusCondition:
-    """The Enforced condition from the policy's parts in the targets in scope (their
-    sums: this costs the tally's size, not the scope's)."""
+    """The Enforced condition from the policy's parts in the targets in scope: their
+    sums, of which the lists are read only as far as a message shows them."""
     notes = _unset_notes(tally)
     errors = tally.error_lines.order
     if errors:

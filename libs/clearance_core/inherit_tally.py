@@ -2,14 +2,14 @@
 current target by target (CONTRACT 6).
 
 A policy's ``Enforced`` condition (:mod:`clearance_core.inherit_status`) depends on the
-effective policies of every target in its scope only through a few sums: how many targets
-hold each of its rules, which fates its other rules met (and who won), the ``when``
-errors, whether its ``unset`` was ignored and which overrides its ``unset`` named. A
-:class:`Part` is one target's share of those sums; a :class:`Tally` adds the parts of every
-target in scope. The inheritance index replaces a target's parts whenever it recomputes
-the target, so a policy's conditions cost the size of its tally — never a walk over its
-scope, which for a Fleet policy is every target: one namespace changing then costs the
-same on a fleet of any size.
+effective policies of every target in its scope only through a few sums: which of its
+rules are held somewhere, which fates its other rules met (their causes, and who won),
+the ``when`` errors, whether its ``unset`` was ignored and which overrides its ``unset``
+named. A :class:`Part` is one target's share of those sums; a :class:`Tally` adds the parts
+of every target in scope, keeping what messages list in order. The inheritance index
+replaces a target's parts whenever it recomputes the target, so a policy's conditions
+cost the first items of its tally — never a walk over its scope, which for a Fleet policy
+is every target: one namespace changing then costs the same on a fleet of any size.
 """
 
 from __future__ import annotations
