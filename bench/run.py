@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,8 +31,11 @@ from clearance_runtime import bus, servers
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import filtering
+import inherit
+import inherit_live
 import rbac_churn
 import rbac_fleet
+from loadgen import fastest, load, measure, pct
 
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTERS = 200
@@ -80,53 +82,6 @@ def batch(i: int, size: int = 100) -> dict[str, Any]:
     return {"principal": {"username": f"user-{i % PRINCIPALS}"},
             "checks": [{"action": "view", "resource": {"type": "cluster", "name": f"c{j}"}}
                        for j in range(size)]}
-
-
-async def load(nc: Any, subject: str, bodies: list[bytes], *, seconds: float, inflight: int
-               ) -> tuple[float, list[float]]:
-    """(requests/s with ``inflight`` outstanding, latencies in ms)."""
-    latencies: list[float] = []
-    done = 0
-    stop = time.perf_counter() + seconds
-
-    async def worker(offset: int) -> None:
-        nonlocal done
-        i = offset
-        while time.perf_counter() < stop:
-            started = time.perf_counter()
-            reply = await nc.request(subject, bodies[i % len(bodies)], timeout=10)
-            latencies.append((time.perf_counter() - started) * 1000)
-            if reply.data[:9] == b'{"error":':
-                raise RuntimeError(reply.data.decode())
-            done += 1
-            i += inflight
-
-    started = time.perf_counter()
-    await asyncio.gather(*(worker(k) for k in range(inflight)))
-    return done / (time.perf_counter() - started), latencies
-
-
-def pct(values: list[float], q: float) -> float:
-    return statistics.quantiles(values, n=100)[int(q) - 1] if len(values) > 1 else values[0]
-
-
-async def measure(nc: Any, subject: str, bodies: list[bytes], seconds: float, inflight: int
-                  ) -> dict[str, float]:
-    await load(nc, subject, bodies, seconds=0.5, inflight=inflight)  # warm up
-    rate, _ = await load(nc, subject, bodies, seconds=seconds, inflight=inflight)
-    _, lat = await load(nc, subject, bodies, seconds=min(seconds, 3), inflight=1)
-    return {"rps": rate, "p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99)}
-
-
-async def fastest(nc: Any, subject: str, body: bytes, runs: int = 3) -> float:
-    """Best end-to-end time of one large request (seconds)."""
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        reply = await nc.request(subject, body, timeout=30)
-        times.append(time.perf_counter() - started)
-        assert b'"error"' not in reply.data[:20], reply.data[:200]
-    return min(times)
 
 
 def spawn(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -279,6 +234,10 @@ def report(results: dict[str, Any]) -> None:
     print(f"filter 100,000 pods over NATS end to end: "
           f"{results['filter_100k_end_to_end_s'] * 1000:.0f} ms "
           f"({results['filter_100k_request_bytes'] / 1e6:.1f} MB request; target < 1 s)")
+    if "inherit" in results:
+        print(inherit_live.report(results["inherit"], results["inherit_core"]))
+        print(f"(inherited AccessPolicy part: {results['inherit_s']:.0f} s; --no-inherit "
+              f"skips it)")
 
 
 async def main() -> None:
@@ -288,6 +247,8 @@ async def main() -> None:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--rbac-only", action="store_true",
                         help="measure the echo and the reviews only")
+    parser.add_argument("--no-inherit", action="store_true",
+                        help="skip the inherited AccessPolicy figures (about 45 s)")
     args = parser.parse_args()
     nats_srv, valkey_srv, nats_url, redis_url, env = start_servers("clearance-bench-")
     procs = [spawn([CLEARANCE, "run", name], env)
@@ -317,6 +278,12 @@ async def main() -> None:
         await reviews(nc, js, args, echo, results)
         if not args.rbac_only:
             await filters(nc, results)
+        if not args.rbac_only and not args.no_inherit:
+            started = time.perf_counter()
+            results["inherit"] = await inherit_live.run(
+                nc, js, redis_url, seconds=args.seconds, inflight=args.inflight)
+            results["inherit_core"] = inherit.measure()
+            results["inherit_s"] = time.perf_counter() - started
         await nc.close()
     except BaseException as exc:
         # Reported before the teardown, which must never hide it.

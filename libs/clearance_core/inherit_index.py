@@ -9,8 +9,13 @@ event that can move a target's effective policy, and persists what :meth:`apply`
   A ManagedCluster whose existence or (existing) cluster set changes: the cluster and its
   namespace targets. A ManagedClusterSet appearing or vanishing: the set and its members.
 * :meth:`apply` mutates, recomputes exactly those targets and returns a :class:`Change`:
-  new effective policies, targets that vanished, and the policies whose status may have
-  moved (every policy on the path of a touched target, and the policy that changed).
+  new effective policies, targets that vanished, the policies on the touched targets'
+  paths, and of those the ones whose status may have moved: the policy that changed and
+  every policy whose tally (its parts in the targets' effective policies) moved.
+* Per policy, a :class:`~clearance_core.inherit_tally.Tally` of its parts in the stored
+  effective policies, replaced as targets are recomputed: its conditions are computed
+  from that (:func:`clearance_core.inherit_status.status_of`) at the tally's cost, never
+  its scope's — a Fleet policy's scope is every target.
 
 Namespace targets are materialised while a valid policy names them and their cluster
 exists (see :mod:`clearance_core.hierarchy`); the Fleet, every existing ClusterSet and every
@@ -22,60 +27,24 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 
 from clearance_core import hierarchy
 from clearance_core.accesspolicy import CompiledAccessPolicy
 from clearance_core.hierarchy import FLEET, Inventory, Target
+from clearance_core.inherit_events import (
+    Change,
+    ClusterChanged,
+    ClusterSetChanged,
+    Event,
+    PolicyApplied,
+    PolicyRemoved,
+)
+from clearance_core.inherit_tally import Tallies, Tally
 from clearance_core.merge import EffectivePolicy, effective_policy
 
-# Events ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PolicyApplied:
-    """A valid AccessPolicy was added or changed."""
-
-    policy: CompiledAccessPolicy
-
-
-@dataclass(frozen=True)
-class PolicyRemoved:
-    """An AccessPolicy was deleted, or became invalid (its previous version is withdrawn)."""
-
-    key: str
-
-
-@dataclass(frozen=True)
-class ClusterChanged:
-    """A ManagedCluster appeared, changed labels (``labels``) or vanished (``None``)."""
-
-    name: str
-    labels: Mapping[str, str] | None
-
-
-@dataclass(frozen=True)
-class ClusterSetChanged:
-    """A ManagedClusterSet appeared (``present``) or vanished."""
-
-    name: str
-    present: bool
-
-
-Event = PolicyApplied | PolicyRemoved | ClusterChanged | ClusterSetChanged
-
-
-@dataclass
-class Change:
-    """What one event did: recompute results to persist, targets to delete, and the
-    policies whose Accepted/Enforced conditions must be recomputed."""
-
-    effective: dict[Target, EffectivePolicy] = field(default_factory=dict)
-    removed: set[Target] = field(default_factory=set)
-    policies: set[str] = field(default_factory=set)
-    #: The effective policies the touched targets had before the event (absent: none).
-    previous: dict[Target, EffectivePolicy] = field(default_factory=dict)
-
+# The events and the change are the index's vocabulary: its users import them from here.
+__all__ = ["Change", "ClusterChanged", "ClusterSetChanged", "Event", "InheritanceIndex",
+           "PolicyApplied", "PolicyRemoved"]
 
 class InheritanceIndex:
     def __init__(self, *, allow_unset: bool = True) -> None:
@@ -88,6 +57,8 @@ class InheritanceIndex:
         self._namespaces: dict[str, set[Target]] = defaultdict(set)
         #: set name -> clusters whose label names it (whether the set exists or not)
         self._members: dict[str, set[str]] = defaultdict(set)
+        #: Every policy's parts in the stored effective policies (what its status needs).
+        self._tallies = Tallies()
 
     @classmethod
     def build(cls, policies: Iterable[CompiledAccessPolicy],
@@ -105,7 +76,7 @@ class InheritanceIndex:
             index._add(policy)
         index.effective = {}
         for target in index.targets():
-            index.effective[target] = index.compute(target)
+            index._store(target, index.compute(target))
         return index
 
     def copy(self) -> InheritanceIndex:
@@ -120,6 +91,7 @@ class InheritanceIndex:
             other._namespaces[name] = set(targets)
         for name, members in self._members.items():
             other._members[name] = set(members)
+        other._tallies = self._tallies.copy()
         return other
 
     # Queries ----------------------------------------------------------------------------
@@ -187,6 +159,10 @@ class InheritanceIndex:
         return sorted((t for t, eff in self.effective.items() if eff.holds(policy, rule)),
                       key=Target.sort_key)
 
+    def tally(self, key: str) -> Tally:
+        """The policy's parts in the effective policies of its scope (read only)."""
+        return self._tallies.get(key)
+
     def policies_on_paths(self, targets: Iterable[Target]) -> set[str]:
         steps = {step for t in targets for step in (self.inventory.path(t) or ())}
         return {key for step in steps for key in self._at.get(step, {})}
@@ -243,9 +219,11 @@ class InheritanceIndex:
             self._remove(event.policy.key)
             self._add(event.policy)
             change.policies.add(event.policy.key)
+            change.moved.add(event.policy.key)
         elif isinstance(event, PolicyRemoved):
             self._remove(event.key)
             change.policies.add(event.key)
+            change.moved.add(event.key)
         elif isinstance(event, ClusterChanged):
             self._put_cluster(event.name, event.labels)
         elif event.present:
@@ -255,13 +233,28 @@ class InheritanceIndex:
         change.policies |= self.policies_on_paths(touched)
         for target in sorted(touched, key=Target.sort_key):
             if self.materialised(target):
-                self.effective[target] = change.effective[target] = self.compute(target)
-            elif self.effective.pop(target, None) is not None:
+                change.effective[target] = effective = self.compute(target)
+                self._store(target, effective, change.moved)
+            elif self._store(target, None, change.moved) is not None:
                 change.removed.add(target)
         return change
 
+    def _store(self, target: Target, effective: EffectivePolicy | None,
+               moved: set[str] | None = None) -> EffectivePolicy | None:
+        """Keep (``None``: forget) a target's effective policy and the parts it gives the
+        policies on its path, adding to ``moved`` the policies whose tally's version moved;
+        returns what it had before."""
+        old = self.effective.pop(target, None)
+        changed = self._tallies.replace(target, old, effective)
+        if moved is not None:
+            moved.update(changed)
+        if effective is not None:
+            self.effective[target] = effective
+        return old
+
     def _add(self, policy: CompiledAccessPolicy) -> None:
         self.policies[policy.key] = policy
+        self._tallies.shape(policy)
         self._at[policy.target][policy.key] = policy
         if policy.target.kind == "Namespace" and policy.target.cluster is not None:
             self._namespaces[policy.target.cluster].add(policy.target)
@@ -270,6 +263,7 @@ class InheritanceIndex:
         policy = self.policies.pop(key, None)
         if policy is None:
             return
+        self._tallies.forget(key)
         at = self._at.get(policy.target)
         if at is not None:
             at.pop(key, None)

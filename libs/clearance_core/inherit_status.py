@@ -14,30 +14,24 @@
   An ``unset`` that is ignored — forbidden system-wide, or naming a rule that an override
   sets — is said in the message, whatever the reason.
 
-Messages are bounded (:data:`LIST_LIMIT` names per list) so a policy over thousands of
-targets still has a readable status.
+Messages are bounded (:data:`~clearance_core.inherit_words.LIST_LIMIT` names and causes
+per list, three errors, then how many more) so a policy over thousands of targets still
+has a readable status, and computing one reads the first items its tally keeps in order.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
 
 from clearance_core.accesspolicy import CompiledAccessPolicy
 from clearance_core.inherit_index import InheritanceIndex
-from clearance_core.merge import EffectivePolicy, Fate
+from clearance_core.inherit_tally import Tally
+from clearance_core.inherit_words import LIST_LIMIT, listed, names
+from clearance_core.merge import EffectivePolicy
 from clearance_core.wire import StatusCondition
 
-LIST_LIMIT = 20
 UNSET_FORBIDDEN = "spec.unset is ignored: unset is disabled on this system " \
                   "(CLEARANCE_ALLOW_UNSET=false)"
-
-
-def _names(items: Iterable[str]) -> str:
-    unique = sorted(set(items))
-    shown = ", ".join(unique[:LIST_LIMIT])
-    more = len(unique) - LIST_LIMIT
-    return f"{shown} and {more} more" if more > 0 else shown
 
 
 def accepted(*, error: str | None = None, target_found: bool = True,
@@ -57,86 +51,61 @@ def invalid_conditions(error: str) -> list[StatusCondition]:
     return [accepted(error=error)]
 
 
-def _cause(fate: Fate) -> str:
-    if fate.kind == "unset":
-        return f"unset by {_names(fate.by)}" if fate.by else "unset"
-    if fate.kind == "when_false":
-        return "not applied because its when condition is false"
-    if fate.kind == "when_error":
-        return "not applied because its when condition failed"
-    if fate.kind == "not_applied":
-        return (f"not applied: lower policies set rules ({_names(fate.by)})" if fate.by
-                else "not applied")
-    return f"overridden by {_names(fate.by)}" if fate.by else "overridden"
-
-
-def _unset_notes(policy: CompiledAccessPolicy, scope: list[EffectivePolicy]) -> list[str]:
+def _unset_notes(tally: Tally) -> list[str]:
     notes = []
-    if any(policy.key in eff.unset_ignored for eff in scope):
+    if tally.unset_ignored:
         notes.append(UNSET_FORBIDDEN)
     overridden: dict[str, set[str]] = defaultdict(set)
-    for eff in scope:
-        for name in policy.unset:
-            found = eff.rules.get(name)
-            if found is not None and found.block == "overrides":
-                overridden[name].add(found.source)
+    for name, source in tally.unset_overrides:
+        overridden[name].add(source)
     for name, sources in sorted(overridden.items()):
-        notes.append(f"unset of {name} has no effect: it is an override of {_names(sources)}")
+        notes.append(f"unset of {name} has no effect: it is an override of {names(sources)}")
     return notes
 
 
-def _added(policy: CompiledAccessPolicy, names: list[str]) -> str:
+def _added(policy: CompiledAccessPolicy, held: list[str]) -> str:
     """What the policy contributes where it is held: its defaults and its overrides."""
-    defaults = [n for n in names if policy.block_of(n) != "overrides"]
-    overrides = [n for n in names if policy.block_of(n) == "overrides"]
+    defaults = [n for n in held if policy.block_of(n) != "overrides"]
+    overrides = [n for n in held if policy.block_of(n) == "overrides"]
     parts = []
     if defaults:
         parts.append(f"the following defaults have been added by {policy.key}: "
-                     f"{_names(defaults)}")
+                     f"{names(defaults)}")
     if overrides:
         parts.append(f"the following overrides have been applied by {policy.key}: "
-                     f"{_names(overrides)}")
+                     f"{names(overrides)}")
     return "; ".join(parts)
 
 
-def enforced(policy: CompiledAccessPolicy, scope: list[EffectivePolicy]) -> StatusCondition:
-    """The Enforced condition from the effective policies of the targets in scope."""
-    key = policy.key
-    notes = _unset_notes(policy, scope)
-    errors = sorted({f"{eff.target}: {eff.errors[key]}" for eff in scope if key in eff.errors})
+def enforced(policy: CompiledAccessPolicy, tally: Tally) -> StatusCondition:
+    """The Enforced condition from the policy's parts in the targets in scope: their
+    sums, of which the lists are read only as far as a message shows them."""
+    notes = _unset_notes(tally)
+    errors = tally.error_lines.order
     if errors:
-        shown = "; ".join(errors[:3]) + (f" and {len(errors) - 3} more" if len(errors) > 3
-                                         else "")
+        shown = listed(errors[:3], len(errors), "; ")
         message = f"Policy has encountered some issues: a when condition failed ({shown})"
         return StatusCondition(type="Enforced", status="Unknown", reason="Unknown",
                                message=". ".join([message, *notes]))
-    names = policy.rule_names()
-    by_cause: dict[str, set[str]] = defaultdict(set)
-    winners: set[str] = set()
-    held_names: set[str] = set()
-    pairs = held = 0
-    for eff in scope:
-        for name in names:
-            pairs += 1
-            fate = eff.fate(key, name)
-            if fate is None:
-                held += 1
-                held_names.add(name)
-                continue
-            by_cause[_cause(fate)].add(name)
-            winners.update(fate.by)
-    added = _added(policy, [n for n in names if n in held_names])
-    causes = "; ".join(f"{_names(rules)} ({cause})" for cause, rules in sorted(by_cause.items()))
-    if held == pairs:
+    rule_names = policy.rule_names()
+    held_names = set(tally.held)
+    added = _added(policy, [n for n in rule_names if n in held_names])
+    # The causes and the winners are kept in order by the tally: only the first are read.
+    order = tally.causes.order
+    causes = listed([f"{names(tally.cause_rules[text])} ({text})"
+                     for text in order[:LIST_LIMIT]], len(order), "; ")
+    # Every (target, rule) pair is either held or met a fate: no fate, all are held.
+    if not tally.fates:
         text = "Policy has been successfully enforced"
         if added:
             text += ". T" + added[1:]
-        elif not names:
+        elif not rule_names:
             text += " (it sets no rules)"
         return StatusCondition(type="Enforced", status="True", reason="Enforced",
                                message=". ".join([text, *notes]))
-    if held == 0:
-        who = f" by {_names(winners)}" if winners else ""
+    if not held_names:
+        winners = tally.winners
+        who = f" by {listed(winners.order[:LIST_LIMIT], len(winners))}" if winners else ""
         text = f"Policy has been overridden{who}: {causes}"
         return StatusCondition(type="Enforced", status="False", reason="Overridden",
                                message=". ".join([text, *notes]))
@@ -146,12 +115,14 @@ def enforced(policy: CompiledAccessPolicy, scope: list[EffectivePolicy]) -> Stat
                            message=". ".join([text, *notes]))
 
 
-def policy_conditions(policy: CompiledAccessPolicy, scope: list[EffectivePolicy], *,
+def policy_conditions(policy: CompiledAccessPolicy, scope: Tally | list[EffectivePolicy], *,
                       target_found: bool) -> list[StatusCondition]:
-    """Accepted and (when accepted) Enforced for a valid policy."""
+    """Accepted and (when accepted) Enforced for a valid policy, from its tally or from
+    the effective policies of its scope (summed here: what the tally keeps current)."""
     if not target_found:
         return [accepted(target_found=False, target=str(policy.target))]
-    return [accepted(), enforced(policy, scope)]
+    tally = scope if isinstance(scope, Tally) else Tally.of(policy, scope)
+    return [accepted(), enforced(policy, tally)]
 
 
 def status_of(index: InheritanceIndex, key: str) -> list[StatusCondition] | None:
@@ -160,5 +131,5 @@ def status_of(index: InheritanceIndex, key: str) -> list[StatusCondition] | None
     policy = index.policies.get(key)
     if policy is None:
         return None
-    return policy_conditions(policy, index.in_scope(policy),
+    return policy_conditions(policy, index.tally(key),
                              target_found=index.inventory.exists(policy.target))

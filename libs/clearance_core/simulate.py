@@ -82,7 +82,7 @@ def simulate(index: InheritanceIndex, obj: Any, operation: Operation, *,
         if found is not None:
             targets.append(found)
     status = {}
-    for policy in sorted(change.policies | {key}):
+    for policy in sorted(change.moved | {key}):
         old = _conditions(index, policy, errors)
         new = _conditions(after, policy, errors_after)
         if old != new or policy == key:

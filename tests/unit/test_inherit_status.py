@@ -138,3 +138,19 @@ def test_messages_stay_bounded_over_many_rules() -> None:
     assert found is not None
     assert "and 280 more" in found[1].message
     assert len(found[1].message) < 2000
+
+
+def test_messages_stay_bounded_over_many_winners() -> None:
+    """A Fleet default that 300 namespace intents replace: the first 20 causes (in order)
+    and how many more, the first 20 winners and how many more — never all 300."""
+    intents = [access_policy(f"n{i:03}", namespace="teams", target=("Namespace", "c1", f"n{i}"),
+                             rules={"a": DEV}) for i in range(300)]
+    found = conditions(fleet(defaults=block({"a": SRE, "b": SRE}, "merge")), *intents,
+                       key="sec/fleet")["Enforced"]
+    assert (found.status, found.reason) == ("True", "PartiallyEnforced")
+    assert found.message.startswith(
+        "Policy has been partially enforced. Rules not in force everywhere: "
+        "a (overridden by teams/n000); a (overridden by teams/n001); ")
+    assert "a (overridden by teams/n019) and 280 more; the following defaults" in \
+        found.message
+    assert len(found.message) < 2000

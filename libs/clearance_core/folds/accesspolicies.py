@@ -11,8 +11,8 @@ persists exactly what it changed:
 - whom it concerns: the subjects of every rule added, removed or changed on those
   targets (:func:`clearance_core.merge.subjects_changed`, old and new), both announced
   and invalidated — cached checks read effective rules;
-- the conditions of every policy whose status may have moved, stored and published only
-  when they differ from what was last stored.
+- the conditions of every policy whose status may have moved (``Change.moved``), stored
+  and published only when they differ from what was last stored.
 
 An AccessPolicy that does not compile withdraws its previous version whole (never half
 applied), and its status says why (``Accepted`` False ``Invalid``).
@@ -80,7 +80,7 @@ def follow(model: Model, tx: Writes, index_event: Event,
             audience.users |= users
             audience.groups |= groups
     published = []
-    for key in sorted(change.policies):
+    for key in sorted(change.moved):
         conditions = conditions_of(model, key)
         if conditions == model.access_status.get(key):
             continue
