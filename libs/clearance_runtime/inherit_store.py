@@ -66,6 +66,13 @@ class InheritWrites:
 
     _pipe: _Commands
     _seq: int
+    _inherit_moved: bool = False
+
+    def _moved(self) -> None:
+        """``clr:ap:rev`` moves once per event, however many targets it rewrites."""
+        if not self._inherit_moved:
+            self._inherit_moved = True
+            self._pipe.set(keys.INHERIT_REV, self._seq)
 
     def put_access_policy(self, key: str, policy: CompiledAccessPolicy | None,
                           error: str | None) -> None:
@@ -77,7 +84,7 @@ class InheritWrites:
             self._pipe.hdel(keys.ACCESS_INVALID, key)
         else:
             self._pipe.hset(keys.ACCESS_INVALID, key, error)
-        self._pipe.set(keys.INHERIT_REV, self._seq)
+        self._moved()
 
     def put_effective(self, target: Target, effective: EffectivePolicy | None) -> None:
         hash_key, field = location(target)
@@ -85,7 +92,7 @@ class InheritWrites:
             self._pipe.hdel(hash_key, field)
         else:
             self._pipe.hset(hash_key, field, _encode(effective))
-        self._pipe.set(keys.INHERIT_REV, self._seq)
+        self._moved()
 
     def put_access_status(self, key: str, conditions: list[StatusCondition] | None) -> None:
         if conditions is None:
