@@ -147,12 +147,18 @@ class Snapshot(msgspec.Struct, kw_only=True):
             found = self.namespace_effective.get(cluster, {}).get(namespace)
             if found is not None:
                 return found.target, found.rules
-        # A cluster the inventory does not know, or one with no policy on its path but
-        # the Fleet's (not stored: it is the Fleet's), reads the Fleet's.
-        found = self.cluster_effective.get(cluster) or self.fleet
-        if found is None:
+        found = self.cluster_effective.get(cluster)
+        if found is not None:
+            return found.target, found.rules
+        if self.fleet is None:
             return None, _NO_RULES  # no AccessPolicy on the path
-        return found.target, found.rules
+        if cluster not in self.known_clusters:
+            return self.fleet.target, self.fleet.rules  # no Cluster target: the Fleet's
+        # A known cluster with no policy of its own on its path: its effective policy is
+        # the Fleet's (not stored twice), but the decision is about the Cluster target.
+        # Which targets are stored must not show in an answer: a policy for someone else
+        # at this cluster stores it without touching this principal's cached answers.
+        return hierarchy.cluster(cluster), self.fleet.rules
 
     def namespaces_with_policies(self, cluster: str) -> dict[str, EffectivePolicy]:
         """The cluster's Namespace targets read (``namespaces="*"``: all of them)."""

@@ -145,6 +145,30 @@ async def test_a_policy_change_reaches_cached_decisions_at_once(system: System) 
     assert after["decision"] == "deny"
 
 
+async def test_a_cached_answer_equals_a_fresh_one_after_another_principals_policy(
+        system: System) -> None:
+    """A policy at a cluster for someone else changes none of sam's rules there, so his
+    cached answer stays — and must still be the answer a fresh evaluation gives, down to
+    the target its reason names (the cluster, whether or not a policy of its own is
+    stored for it)."""
+    cached = await check(system, "sam", "west", groups=["sre"], explain=True)
+    assert cached["reason"].endswith("at Cluster west")
+    system.write("west.yaml", access_policy(
+        "west-only", namespace="team-w", target=("Cluster", "west"),
+        rules={"zed": rule(users=["zed"])}))
+    revision = await system.settle()
+    again = await check(system, "sam", "west", groups=["sre"], explain=True,
+                        min_revision=revision)
+    # The same question, missing the cache (``fields`` is part of its key, not its answer).
+    fresh = await system.request("clearance.v1.check", {
+        "principal": {"username": "sam", "groups": ["sre"]}, "action": "view",
+        "resource": {"type": "cluster", "name": "west", "fields": {"nonce": 1}},
+        "explain": True, "min_revision": revision})
+    assert again["cached"] is True and fresh["cached"] is False
+    assert {k: v for k, v in again.items() if k not in ("cached", "revision")} == \
+        {k: v for k, v in fresh.items() if k not in ("cached", "revision")}
+
+
 async def test_a_cluster_label_moves_it_between_cluster_sets(system: System) -> None:
     assert "auditors" not in (await effective(system, kind="Cluster", name="west"))["rules"]
     system.write("inventory.yaml", cluster("east", **{CLUSTERSET_LABEL: "prod"}),
