@@ -45,7 +45,10 @@ Compiled state (written only by the compiler, in one fenced Lua script per event
                                   -> msgpack EffectivePolicy of that target
     clr:effns:<cluster>     HASH  namespace -> msgpack EffectivePolicy of that Namespace
                                   target (materialised ones: a policy names them)
-    clr:changes             STREAM one record per event, id "<rev>-0", for the invalidator
+    clr:changes             STREAM one record per event, id "<rev>-0": r (the ChangeRecord,
+                                  for the invalidator), w (JSON [hash, field] of every
+                                  mirrored field written, for decision mirrors); the
+                                  last 1,000 revisions kept after they are applied
 Invalidator:
     clr:inval:rev           last change record applied (the system's revision)
 Decision cache:

@@ -2,8 +2,10 @@
 place it reaches Redis through (besides the decision cache, :mod:`.cache`). The decision
 service names no key and calls no Redis method; keys come from :mod:`.keys`.
 
-- :meth:`Reads.snapshot` — one consistent read per check or principal view (the Lua
-  script of :mod:`.snapshot`), with the principal's identity;
+- :meth:`Reads.snapshot` — one consistent read per check or principal view, with the
+  principal's identity: from the in-memory mirror of the compiled state
+  (:mod:`.mirror`, kept current from the change records), or with the mirror off, the
+  Lua script of :mod:`.snapshot`;
 - :meth:`Reads.effective_groups` — the groups a review or a search is answered for: the
   same definition as a check's identity
   (:func:`clearance_core.principal.effective_groups`), from the same Group memberships;
@@ -35,6 +37,7 @@ from clearance_core.rbac_index import RbacIndex
 from clearance_core.wire import Principal
 from clearance_runtime import health, keys
 from clearance_runtime.inherit_reads import InheritReads
+from clearance_runtime.mirror import StateMirror
 from clearance_runtime.rbac_store import RbacFollower
 from clearance_runtime.snapshot import Snapshot, SnapshotReader
 from clearance_runtime.state import decode_policy, decode_source
@@ -71,9 +74,12 @@ class Counts(NamedTuple):
 
 
 class Reads:
-    def __init__(self, redis: aioredis.Redis) -> None:
+    def __init__(self, redis: aioredis.Redis, *, mirror: bool = True) -> None:
         self._r = redis
         self._snapshots = SnapshotReader(redis)
+        #: The fast miss path: snapshots computed from an in-memory mirror kept current
+        #: from the change records (:mod:`.mirror`); None: the Lua snapshot per read.
+        self.mirror = StateMirror(redis) if mirror else None
         #: Inherited AccessPolicies: effective policies, conditions, simulation index.
         self.inherited = InheritReads(redis)
         self._rbac = RbacFollower(redis)
@@ -147,9 +153,15 @@ class Reads:
         AccessPolicies of the Fleet, of those clusters and of their ``namespaces``,
         ``None``: all) and its identity."""
         asserted = effective_groups(principal.username, principal.groups, ())
-        snapshot = await self._snapshots.read(
-            username=principal.username, email=principal.email, groups=sorted(asserted),
-            clusters=clusters, namespaces=namespaces)
+        if self.mirror is not None:
+            revision = await self.mirror.current()
+            snapshot = self.mirror.snapshot(
+                revision=revision, username=principal.username, email=principal.email,
+                groups=sorted(asserted), clusters=clusters, namespaces=namespaces)
+        else:
+            snapshot = await self._snapshots.read(
+                username=principal.username, email=principal.email, groups=sorted(asserted),
+                clusters=clusters, namespaces=namespaces)
         return snapshot, identity_of(principal, snapshot.member_of)
 
     async def effective_groups(

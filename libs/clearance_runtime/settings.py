@@ -33,6 +33,9 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     manifest_poll_seconds: _Seconds = 0.25
     #: /readyz fails while a consumer is more than this many events behind.
     ready_max_lag: _NonNegative = 1000
+    #: The decision service answers cache misses from its in-memory mirror of the
+    #: compiled state (off: one Lua snapshot read per miss, as before; for comparison).
+    decision_mirror: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -70,8 +73,9 @@ ENV = {
     "kubernetes": "CLEARANCE_KUBERNETES",
     "manifest_poll_seconds": "CLEARANCE_MANIFEST_POLL",
     "ready_max_lag": "CLEARANCE_READY_MAX_LAG",
+    "decision_mirror": "CLEARANCE_DECISION_MIRROR",
 }
-_BOOLEANS = {"allow_unset", "kubernetes"}
+_BOOLEANS = {"allow_unset", "kubernetes", "decision_mirror"}
 _BOOLEAN_WORDS = {"yes": "true", "on": "true", "no": "false", "off": "false"}
 
 

@@ -105,6 +105,25 @@ return 1
 """
 
 
+#: The hashes a decision replica mirrors (:mod:`.mirror`): everything a check's snapshot
+#: reads. Policy indexes and Group memberships are derived from them by the mirror.
+MIRRORED = frozenset({keys.POLICIES, keys.GROUPS, keys.CLUSTERS, keys.EFFECTIVE,
+                      keys.SOURCES, keys.ACCESS_POLICIES})
+_EFFECTIVE_IN = keys.prefix(keys.effective_in)
+
+
+def mirrored_writes(commands: list[tuple[Any, ...]]) -> list[tuple[str, str]]:
+    """(hash, field) of every mirrored field the commands write, once each, in order: the
+    change record's ``w`` field, which a mirror re-reads to follow the change exactly."""
+    seen: dict[tuple[str, str], None] = {}
+    for command in commands:
+        if command[0] in ("HSET", "HDEL"):
+            key = command[1]
+            if key in MIRRORED or key.startswith(_EFFECTIVE_IN):
+                seen[key, command[2]] = None
+    return list(seen)
+
+
 class _Recorder:
     """The write commands of one event, in order (the subset Transaction uses)."""
 
@@ -244,7 +263,8 @@ class StateStore:
                               announce=Scope.of(tx.announce), kind=kind,
                               published_ms=published_ms)
         recorder.set(keys.REV, seq)
-        recorder.commands.append(("XADD", keys.CHANGES, f"{seq}-0", "r", _json.encode(record)))
+        recorder.commands.append(("XADD", keys.CHANGES, f"{seq}-0", "r", _json.encode(record),
+                                  "w", _json.encode(mirrored_writes(recorder.commands))))
         fence = "" if self._expected is None else str(self._expected)
         argv: list[Any] = [fence]
         for command in recorder.commands:

@@ -28,9 +28,16 @@ log = logs.get(__name__)
 #: Trims the records up to the system revision *as stored*, atomically: after a rebuild
 #: wiped the store, this loop's own last revision may be far ahead of the records the
 #: compiler is writing again, and trimming to it would drop them unapplied.
+#: Applied records of the last CHANGES_KEPT revisions stay: decision replicas follow the
+#: records to keep their mirror of the compiled state current (clearance_runtime.mirror);
+#: one that falls further behind reloads the whole state.
+CHANGES_KEPT = 1000
 _TRIM = f"""
 local applied = tonumber(redis.call('GET', '{keys.INVALIDATED_REV}') or '0')
-return redis.call('XTRIM', '{keys.CHANGES}', 'MINID', (applied + 1) .. '-0')
+local minid = tonumber(redis.call('GET', '{keys.REV}') or '0') - {CHANGES_KEPT} + 1
+if applied + 1 < minid then minid = applied + 1 end
+if minid <= 1 then return 0 end
+return redis.call('XTRIM', '{keys.CHANGES}', 'MINID', minid .. '-0')
 """
 _record = msgspec.json.Decoder(ChangeRecord).decode
 _encode = msgspec.json.Encoder().encode

@@ -56,7 +56,7 @@ QUEUE = "clearance-decision"
 class DecisionService:
     def __init__(self, nc: Client, redis: aioredis.Redis, settings: Settings) -> None:
         self._r = redis  # only for the heartbeat: every read goes through Reads
-        self._reads = Reads(redis)
+        self._reads = Reads(redis, mirror=settings.decision_mirror)
         self._cache = DecisionCache(redis, ttl_seconds=settings.decision_cache_ttl)
         self._checks = Checks(Decider(self._reads, self._cache), self._cache, self._reads)
         lists, views = Lists(self._reads), Views(self._reads)
