@@ -67,9 +67,10 @@ def random_object(rng: random.Random) -> dict[str, Any]:
         labels = {"env": rng.choice(["prod", "dev"])} if rng.random() < 0.7 else {}
         return cluster(rng.choice(CLUSTERS), **labels)
     if pick == 3:
-        target: str | tuple[str, ...] = rng.choice([
+        targets: list[str | tuple[str, ...]] = [
             "Fleet", ("Cluster", rng.choice(CLUSTERS)),
-            ("Namespace", rng.choice(CLUSTERS), rng.choice(NAMESPACES))])
+            ("Namespace", rng.choice(CLUSTERS), rng.choice(NAMESPACES))]
+        target = rng.choice(targets)
         rules = {f"r{rng.randrange(3)}": rule(users=users or None, groups=groups or None,
                                               effect=rng.choice([None, "Deny"]))}
         if target == "Fleet" and rng.random() < 0.5:
@@ -153,13 +154,13 @@ async def test_a_mirror_reloads_when_it_cannot_follow(system: System,
         # Records trimmed past the mirror's checkpoint: it cannot know what changed.
         await publish(system, group("sre", "alice"))
         await system.settle()
-        await redis.xtrim(keys.CHANGES, minid=f"{int(await redis.get(keys.REV)) + 1}-0")
+        await redis.xtrim(keys.CHANGES, minid=f"{int(await redis.get(keys.REV) or 0) + 1}-0")
         await publish(system, policy("q", groups=["sre"], default="all"))
         await system.settle()
         await agree(redis, mirror)
         assert mirror.loads == 2
         # A record that does not list its writes (written by an older compiler).
-        revision = int(await redis.get(keys.REV)) + 1
+        revision = int(await redis.get(keys.REV) or 0) + 1
         await redis.xadd(keys.CHANGES, {"r": b"{}"}, id=f"{revision}-0")
         await redis.set(keys.REV, revision)
         await agree(redis, mirror)
