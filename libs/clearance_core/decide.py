@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from clearance_core.evaluate import Outcome, evaluate_cluster
+from clearance_core.evaluate import Matcher, Outcome, evaluate_cluster, match_cluster
 from clearance_core.filters import Item, reply_filters, rule_view
 from clearance_core.policy import CompiledPolicy
 from clearance_core.principal import Identity
@@ -46,9 +46,10 @@ def decide(
     cluster: str,
     labels: Mapping[str, str],
     now: float,
+    match: Matcher = match_cluster,
 ) -> Decision:
     outcome = evaluate_cluster(policies, identity, action=action, cluster=cluster,
-                               labels=labels, now=now)
+                               labels=labels, now=now, match=match)
 
     def made(decision: DecisionKind, reason: str,
              filters: dict[str, Any] | None = None) -> Decision:

@@ -10,14 +10,14 @@ the next validity boundary of any candidate, so a cached answer never outlives
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import msgspec
 
 from clearance_core import patterns
 from clearance_core.policy import CompiledPolicy, CompiledRule, CompiledSelector
 from clearance_core.principal import Identity
-from clearance_core.wire import Action, DecisionKind, StepOutcome, TraceStep
+from clearance_core.wire import Action, DecisionKind, TraceStep
 
 
 class Outcome(msgspec.Struct, kw_only=True):
@@ -43,9 +43,16 @@ def matched_by(policy: CompiledPolicy, identity: Identity) -> str | None:
     return f"group:{groups[0]}" if groups else None
 
 
+def names(policy: CompiledPolicy, identity: Identity) -> bool:
+    """Whether the policy's subjects name this identity (``matched_by`` is not None)."""
+    return (not identity.groups.isdisjoint(policy.groups)
+            or identity.username in policy.service_accounts
+            or any(name in policy.users for name in identity.names))
+
+
 def candidates(policies: Iterable[CompiledPolicy], identity: Identity) -> list[CompiledPolicy]:
     """The policies whose subjects match, in evaluation order, each once."""
-    unique = {p.key: p for p in policies if matched_by(p, identity) is not None}
+    unique = {p.key: p for p in policies if names(p, identity)}
     return sorted(unique.values(), key=CompiledPolicy.sort_key)
 
 
@@ -74,9 +81,17 @@ def _selector_field(
     return None
 
 
+#: Which rule of a policy matches a cluster: (rule index, selector field), ``(None,
+#: "default")`` or ``None``.
+ClusterMatch = tuple[int | None, str] | None
+#: ``match_cluster`` or an exact memo of it (a decision replica's, see
+#: ``clearance_runtime.mirror``): the same answer for the same policy, cluster and labels.
+Matcher = Callable[[CompiledPolicy, str, Mapping[str, str]], ClusterMatch]
+
+
 def match_cluster(
     policy: CompiledPolicy, cluster: str, labels: Mapping[str, str]
-) -> tuple[int | None, str] | None:
+) -> ClusterMatch:
     """The first rule (index, selector field) matching the cluster, ``(None, "default")``
     for a matching ``default: all``, or ``None``."""
     for index, rule in enumerate(policy.rules):
@@ -108,6 +123,7 @@ def evaluate_cluster(
     cluster: str,
     labels: Mapping[str, str],
     now: float,
+    match: Matcher = match_cluster,
 ) -> Outcome:
     """Decide ``action`` on ``cluster`` (and find the rule that governs what is inside it).
 
@@ -122,47 +138,46 @@ def evaluate_cluster(
     valid_until = _next_boundary(ordered, now)
     decided: Outcome | None = None
     for policy in ordered:
-        def step(outcome: StepOutcome, reason: str, index: int | None = None,
-                 field: str | None = None, policy: CompiledPolicy = policy) -> TraceStep:
-            return TraceStep(policy=policy.key, priority=policy.priority, effect=policy.effect,
-                             outcome=outcome, reason=reason, rule=index,
-                             selector=field)
-
+        key = policy.key
         reason = skip_reason(policy, now)
         if reason is not None:
             detail = f"invalid: {policy.error}" if reason == "invalid" else reason
-            trace.append(step("skipped", detail))
+            trace.append(TraceStep(policy=key, priority=policy.priority, effect=policy.effect,
+                                   outcome="skipped", reason=detail))
             continue
-        match = match_cluster(policy, cluster, labels)
-        if match is None:
-            trace.append(step("no_match", f"no rule matches cluster {cluster}"))
+        matched = match(policy, cluster, labels)
+        if matched is None:
+            trace.append(TraceStep(policy=key, priority=policy.priority, effect=policy.effect,
+                                   outcome="no_match",
+                                   reason=f"no rule matches cluster {cluster}"))
             continue
-        index, field = match
+        index, field = matched
         where = "default: all" if index is None else f"rule {index} by {field}"
         if decided is not None:
-            trace.append(step("matched", f"not consulted: {where} matches, but policy "
-                                         f"{decided.policy} decided first", index, field))
+            trace.append(TraceStep(
+                policy=key, priority=policy.priority, effect=policy.effect,
+                outcome="matched", rule=index, selector=field,
+                reason=f"not consulted: {where} matches, but policy {decided.policy} "
+                       f"decided first"))
             continue
         rule = DEFAULT_RULE if index is None else policy.rules[index]
         decided_at = len(trace)
         if policy.effect == "Deny":
-            trace.append(step("decided", f"deny: {where}", index, field))
-            decided = Outcome(decision="deny", reason=f"denied by policy {policy.key} ({where})",
-                              policy=policy.key, rule=rule, trace=trace,
-                              valid_until=valid_until, decided_at=decided_at)
+            step, why = f"deny: {where}", f"denied by policy {key} ({where})"
+            decision: DecisionKind = "deny"
+            granted: tuple[Action, ...] = ()
         elif action not in rule.permissions:
-            trace.append(step("decided", f"{where} does not grant {action}", index, field))
-            decided = Outcome(
-                decision="deny",
-                reason=f"policy {policy.key} ({where}) does not grant {action}",
-                policy=policy.key, permissions=rule.permissions, rule=rule, trace=trace,
-                valid_until=valid_until, decided_at=decided_at,
-            )
+            step, decision = f"{where} does not grant {action}", "deny"
+            why = f"policy {key} ({where}) does not grant {action}"
+            granted = rule.permissions
         else:
-            trace.append(step("decided", f"allow: {where}", index, field))
-            decided = Outcome(decision="allow", reason=f"allowed by policy {policy.key} ({where})",
-                              policy=policy.key, permissions=rule.permissions, rule=rule,
-                              trace=trace, valid_until=valid_until, decided_at=decided_at)
+            step, decision, why = f"allow: {where}", "allow", f"allowed by policy {key} ({where})"
+            granted = rule.permissions
+        trace.append(TraceStep(policy=key, priority=policy.priority, effect=policy.effect,
+                               outcome="decided", reason=step, rule=index, selector=field))
+        decided = Outcome(decision=decision, reason=why, policy=key, permissions=granted,
+                          rule=rule, trace=trace, valid_until=valid_until,
+                          decided_at=decided_at)
     if decided is not None:
         return decided
     return Outcome(decision="deny", reason="no policy in force matches this principal and cluster",

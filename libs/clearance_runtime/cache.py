@@ -26,26 +26,44 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from clearance_runtime import health, keys, metrics
+from clearance_runtime.coalesce import Coalescer
+
+#: Stores per script call at most (each a few entries: a bound on one script's time).
+STORE_CHUNK = 64
 
 # Memory layout (see keys.py): only cache entries carry a TTL, so under Valkey's
 # ``volatile-*`` eviction they are the only keys that can be evicted. Index sets carry no
 # TTL: an evicted index would leave live entries no invalidation can reach (a stale
 # allow), while an evicted entry only leaves a dangling index member, which SWEEP removes.
+# ARGV: now, then groups of entries computed from one state each: the state's identity
+# (checkpoint@build), how many entries, and the entries. A group is written only if the
+# compiled state is still that one (the fence, per group: stores of concurrent requests
+# travel together, but each is fenced on the state it was computed from).
 _PUT = f"""
-local rev = redis.call('GET', '{keys.REV}') or '0'
-if rev .. '@' .. (redis.call('GET', '{keys.BUILT}') or '') ~= ARGV[1] then return 0 end
-local now = tonumber(ARGV[2])
-local i, n = 4, 0
+local built = redis.call('GET', '{keys.BUILT}') or ''
+local state = (redis.call('GET', '{keys.REV}') or '0') .. '@' .. built
+local now = tonumber(ARGV[1])
+local i = 2
+local stored = {{}}
 while i <= #ARGV do
-  local key, blob, ttl, nidx = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
-  redis.call('SET', key, blob, 'PX', ttl)
-  redis.call('ZADD', '{keys.CACHE_ALL}', now + ttl, key)
-  for j = 1, nidx do
-    redis.call('SADD', ARGV[i + 3 + j], key)
+  local fenced, count = ARGV[i] ~= state, tonumber(ARGV[i + 1])
+  local written = 0
+  i = i + 2
+  for _ = 1, count do
+    local key, blob, ttl, nidx = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+    if not fenced then
+      redis.call('SET', key, blob, 'PX', ttl)
+      redis.call('ZADD', '{keys.CACHE_ALL}', now + ttl, key)
+      for j = 1, nidx do
+        redis.call('SADD', ARGV[i + 3 + j], key)
+      end
+      written = written + 1
+    end
+    i = i + 4 + nidx
   end
-  i, n = i + 4 + nidx, n + 1
+  table.insert(stored, written)
 end
-return n
+return stored
 """
 
 #: Removes index members whose entry expired or was evicted, one index set at a time.
@@ -124,6 +142,8 @@ class DecisionCache:
         self._r = redis
         self.ttl_ms = ttl_seconds * 1000
         self._put = redis.register_script(_PUT)
+        self._stores: Coalescer[tuple[str, Sequence[Entry]], int] = Coalescer(
+            self._store_many, chunk=STORE_CHUNK)
         self._clear = redis.register_script(INVALIDATE)
         self._pending: list[tuple[Sequence[str], asyncio.Future[tuple[int, list[bytes | None]]]]]
         self._pending = []
@@ -175,21 +195,28 @@ class DecisionCache:
                 future.set_result((revision, chunk))
 
     async def store(self, compiled_revision: str, entries: Sequence[Entry]) -> int:
-        """Cache entries (best effort: a store at its memory limit refuses the write, and
-        the answer is still given, just not cached)."""
+        """Cache entries computed from the state ``compiled_revision`` (checkpoint@build);
+        how many were written (0 if the state moved since). Best effort: a store at its
+        memory limit refuses the write, and the answer is still given, just not cached.
+        Stores issued together travel in one script call (:mod:`.coalesce`)."""
         if not entries or not self.enabled:
             return 0
-        argv: list[str | bytes | int] = [compiled_revision, int(time.time() * 1000), self.ttl_ms]
-        for entry in entries:
-            argv.extend((entry.key, entry.blob, entry.ttl_ms, len(entry.indexes)))
-            argv.extend(entry.indexes)
+        return await self._stores.submit((compiled_revision, entries))
+
+    async def _store_many(self, groups: Sequence[tuple[str, Sequence[Entry]]]) -> list[int]:
+        argv: list[str | bytes | int] = [int(time.time() * 1000)]
+        for compiled_revision, entries in groups:
+            argv.extend((compiled_revision, len(entries)))
+            for entry in entries:
+                argv.extend((entry.key, entry.blob, entry.ttl_ms, len(entry.indexes)))
+                argv.extend(entry.indexes)
         try:
-            return int(await self._put(args=argv))
+            return [int(n) for n in await self._put(args=argv)]
         except redis.exceptions.ResponseError as exc:
             if not str(exc).startswith("OOM"):
                 raise
             metrics.CACHE_STORE_REFUSED.inc()
-            return 0
+            return [0] * len(groups)
 
     async def clear(self, principal_digest: str | None) -> int:
         """Drop one principal's entries, or every entry (``None``)."""

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
 
 from clearance_core import hierarchy
+from clearance_core.evaluate import ClusterMatch, Matcher, match_cluster
 from clearance_core.merge import EffectivePolicy
 from clearance_core.policy import CompiledPolicy
 from clearance_runtime import health, keys
@@ -42,6 +43,8 @@ _EFFECTIVE_IN = keys.prefix(keys.effective_in)
 _FLEET_FIELD = location(hierarchy.FLEET)[1]
 _CLUSTER_FIELD = location(hierarchy.cluster(""))[1]  # + the cluster's name
 _labels = msgspec.json.Decoder(dict[str, str]).decode
+#: Memoised cluster matches at most (policy x cluster pairs; about 100 bytes each).
+MATCHES_KEPT = 1_000_000
 _users = msgspec.json.Decoder(list[str]).decode
 
 _HEAD = f"""
@@ -120,12 +123,16 @@ class StateMirror:
         self._catch_up_script = redis.register_script(_CATCH_UP)
         self._probes: list[asyncio.Future[tuple[str, bytes | None, int]]] = []
         self._refreshing: asyncio.Future[None] | None = None
+        #: Moves with every change applied (and every reload): a matcher from an older
+        #: state computes instead (a memo newer than its snapshot must not answer it).
+        self._generation = 0
         self._reset()
         #: Catch-ups and whole loads so far (tests and metrics read them).
         self.catch_ups = 0
         self.loads = 0
 
     def _reset(self) -> None:
+        self._generation += 1
         self.rev: str | None = None
         self.built: bytes | None = None
         self.policies: dict[str, CompiledPolicy] = {}
@@ -140,6 +147,11 @@ class StateMirror:
         self._declared: set[str] = set()
         self._access: set[str] = set()
         self._decoded: dict[bytes, EffectivePolicy] = {}
+        #: policy key -> cluster -> which rule matches (``match_cluster``, memoised: a
+        #: check evaluates the same policies against the same clusters again and again).
+        #: Dropped with the policy, or for a cluster whose labels change.
+        self._matches: dict[str, dict[str, ClusterMatch]] = {}
+        self._memoised = 0
 
     # Keeping current ------------------------------------------------------------------
 
@@ -234,11 +246,15 @@ class StateMirror:
 
     def _apply(self, key: str, field: str, value: bytes | None) -> None:
         """One mirrored field's new value (``None``: deleted)."""
+        self._generation += 1
         if key == keys.POLICIES:
+            self._matches.pop(field, None)
             self._put_policy(field, None if value is None else decode_policy(value))
         elif key == keys.GROUPS:
             self._put_group(field, None if value is None else _users(value))
         elif key == keys.CLUSTERS:
+            for per_cluster in self._matches.values():
+                per_cluster.pop(field, None)
             _put(self.labels, field, None if value is None else _labels(value))
         elif key == keys.EFFECTIVE:
             _put(self._effective, field, value)
@@ -303,10 +319,35 @@ class StateMirror:
             policies=policies,
             labels=labels,
             known_clusters=frozenset(labels),
+            match=self._matcher(),
         )
         if self._access:
             self._inherited(snapshot, wanted, namespaces)
         return snapshot
+
+    def _matcher(self) -> Matcher:
+        generation, policies, labels = self._generation, self.policies, self.labels
+
+        def match(policy: CompiledPolicy, cluster: str, given: Mapping[str, str]
+                  ) -> ClusterMatch:
+            # The memo holds for the mirror's own policies and labels only.
+            if (self._generation != generation or policies.get(policy.key) is not policy
+                    or given is not labels.get(cluster, given)):
+                return match_cluster(policy, cluster, given)
+            per_cluster = self._matches.get(policy.key)
+            if per_cluster is None:
+                per_cluster = self._matches[policy.key] = {}
+            elif cluster in per_cluster:
+                return per_cluster[cluster]
+            if self._memoised >= MATCHES_KEPT:
+                self._matches.clear()
+                self._memoised = 0
+                per_cluster = self._matches[policy.key] = {}
+            found = per_cluster[cluster] = match_cluster(policy, cluster, given)
+            self._memoised += 1
+            return found
+
+        return match
 
     def _inherited(self, snapshot: Snapshot, clusters: Sequence[str],
                    namespaces: Sequence[str] | None) -> None:

@@ -152,16 +152,31 @@ class Reads:
         the labels of ``clusters``, ``None``: the whole inventory; the effective
         AccessPolicies of the Fleet, of those clusters and of their ``namespaces``,
         ``None``: all) and its identity."""
-        asserted = effective_groups(principal.username, principal.groups, ())
         if self.mirror is not None:
-            revision = await self.mirror.current()
-            snapshot = self.mirror.snapshot(
-                revision=revision, username=principal.username, email=principal.email,
-                groups=sorted(asserted), clusters=clusters, namespaces=namespaces)
-        else:
-            snapshot = await self._snapshots.read(
-                username=principal.username, email=principal.email, groups=sorted(asserted),
-                clusters=clusters, namespaces=namespaces)
+            return self.snapshot_now(principal, await self.mirror.current(),
+                                     clusters=clusters, namespaces=namespaces)
+        asserted = effective_groups(principal.username, principal.groups, ())
+        snapshot = await self._snapshots.read(
+            username=principal.username, email=principal.email, groups=sorted(asserted),
+            clusters=clusters, namespaces=namespaces)
+        return snapshot, identity_of(principal, snapshot.member_of)
+
+    async def current(self) -> int | None:
+        """Bring the mirror up to the store's state (the system revision); ``None``
+        without a mirror (every snapshot is then its own read)."""
+        return None if self.mirror is None else await self.mirror.current()
+
+    def snapshot_now(
+        self, principal: Principal, revision: int, *, clusters: Sequence[str] | None,
+        namespaces: Sequence[str] | None = (),
+    ) -> tuple[Snapshot, Identity]:
+        """:meth:`snapshot` from the mirror as it stands, right after :meth:`current`
+        returned ``revision`` (with no await in between)."""
+        assert self.mirror is not None
+        asserted = effective_groups(principal.username, principal.groups, ())
+        snapshot = self.mirror.snapshot(
+            revision=revision, username=principal.username, email=principal.email,
+            groups=sorted(asserted), clusters=clusters, namespaces=namespaces)
         return snapshot, identity_of(principal, snapshot.member_of)
 
     async def effective_groups(

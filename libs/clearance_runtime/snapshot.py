@@ -21,6 +21,7 @@ import msgspec
 import redis.asyncio as aioredis
 
 from clearance_core import hierarchy
+from clearance_core.evaluate import Matcher, match_cluster
 from clearance_core.hierarchy import Target
 from clearance_core.merge import EffectivePolicy, EffectiveRule
 from clearance_core.policy import CompiledPolicy
@@ -138,6 +139,9 @@ class Snapshot(msgspec.Struct, kw_only=True):
     namespace_effective: dict[str, dict[str, EffectivePolicy]] = {}
     #: Custom types some MetricSource declares (read with the effective policies).
     declared: frozenset[str] = frozenset()
+    #: Which rule of a policy matches a cluster, memoised by a mirror (exact for this
+    #: snapshot's policies and labels).
+    match: Matcher = match_cluster
 
     def inherited(self, cluster: str, namespace: str | None
                   ) -> tuple[Target | None, Mapping[str, EffectiveRule]]:

@@ -106,6 +106,8 @@ class Checks:
                 else:  # an unusable entry is answered (or failed) by the slow path
                     replies[index] = self._from_cache(route, blob, request, bodies[index],
                                                       revision)
+        if missed:
+            await self._misses(route, bodies, requests, sorted(missed), replies)
         slow = [i for i, reply in enumerate(replies) if reply is None]
         if slow:
             answers = await asyncio.gather(*(
@@ -113,6 +115,31 @@ class Checks:
             for index, answer in zip(slow, answers, strict=True):
                 replies[index] = answer
         return [reply for reply in replies if reply is not None]
+
+    async def _misses(self, route: Route, bodies: list[bytes],
+                      requests: list[CheckRequest | None], missed: list[int],
+                      replies: list[bytes | None]) -> None:
+        """The cache misses answered together (one probe, one store); any that fails is
+        left to the slow path, which answers it alone with its own error."""
+        asked = [(i, request) for i in missed if (request := requests[i]) is not None]
+        try:
+            answers = await self._decider.misses([
+                (request.principal, BatchItem(action=request.action,
+                                              resource=request.resource))
+                for _, request in asked])
+        except STORE_OUTAGES as exc:
+            raise unavailable(exc) from None
+        if answers is None:
+            return
+        for (index, request), answer in zip(asked, answers, strict=True):
+            if isinstance(answer, Exception):
+                continue
+            if not request.explain:
+                answer.trace = msgspec.UNSET
+            try:
+                replies[index] = route.encode(answer, request, bodies[index])
+            except Exception:
+                log.exception("miss_unencodable")
 
     def _from_cache(self, route: Route, blob: bytes, request: CheckRequest, body: bytes,
                     revision: int) -> bytes | None:

@@ -16,6 +16,7 @@ import msgspec
 
 from clearance_core.decide import Decision, decide
 from clearance_core.inherited_decide import decide_with_inherited, namespace_of
+from clearance_core.principal import Identity
 from clearance_core.resources import (
     check_principal,
     cluster_of,
@@ -26,7 +27,7 @@ from clearance_core.wire import BatchItem, CheckResult, Principal
 from clearance_decision.views import principal_snapshot
 from clearance_runtime import metrics
 from clearance_runtime.cache import DecisionCache, Entry, entry_indexes, entry_key
-from clearance_runtime.reads import Reads
+from clearance_runtime.reads import Reads, Snapshot
 
 _encode_result = msgspec.msgpack.Encoder().encode
 _decode_result = msgspec.msgpack.Decoder(CheckResult).decode
@@ -126,41 +127,89 @@ class Decider:
         snapshot, identity = await principal_snapshot(
             self._reads, principal, clusters=sorted({clusters[i] for i in missing}),
             namespaces=sorted({ns for ns in namespaces.values() if ns is not None}))
-        # Validity is measured from when the evaluation started (before the read).
-        now = started
         entries: list[Entry] = []
         for i in missing:
-            check = checks[i]
-            decision = decide(
-                snapshot.policies,
-                identity,
-                action=check.action,
-                resource=check.resource,
-                cluster=clusters[i],
-                labels=snapshot.labels.get(clusters[i], {}),
-                now=now,
-            )
-            target, rules = snapshot.inherited(clusters[i], namespaces[i])
-            if rules:
-                decision = decide_with_inherited(
-                    rules, identity, action=check.action, resource=check.resource,
-                    monitor=decision, target=target, declared=snapshot.declared)
-            result = result_of(decision)
-            results[i] = result
-            if self._cache.ttl_ms > 0:
-                entries.append(Entry(
-                    key=entry_key(digests[i]),
-                    blob=_encode_result(result),
-                    ttl_ms=self._cache.ttl_ms,
-                    indexes=entry_indexes(identity.names, identity.groups, clusters[i], pkey),
-                    valid_until=decision.outcome.valid_until,
-                ))
+            # Validity is measured from when the evaluation started (before the read).
+            results[i] = self._result(
+                snapshot, identity, checks[i], pkey=pkey, cluster=clusters[i],
+                namespace=namespaces[i], digest=digests[i], now=started, entries=entries)
+        await self._store(snapshot.compiled_revision, entries)
+        return snapshot.revision
+
+    async def misses(self, asked: Sequence[tuple[Principal, BatchItem]]
+                     ) -> list[CheckResult | Exception] | None:
+        """Single checks that just missed the cache, answered together from the mirror:
+        one probe for all, each evaluated at once, their entries stored in one call. A
+        check that cannot be answered gets its exception (its own error reply); ``None``
+        without a mirror (each is then answered on its own)."""
+        started = time.time()
+        revision = await self._reads.current()
+        if revision is None:
+            return None
+        out: list[CheckResult | Exception] = []
+        entries: list[Entry] = []
+        state = ""
+        for principal, check in asked:
+            try:
+                check_principal(principal)
+                cluster = cluster_of(check.resource)
+                namespace = namespace_of(check.resource)
+                pkey = principal_digest(principal)
+                snapshot, identity = self._reads.snapshot_now(
+                    principal, revision, clusters=[cluster],
+                    namespaces=[] if namespace is None else [namespace])
+                state = snapshot.compiled_revision
+                result = self._result(
+                    snapshot, identity, check, pkey=pkey, cluster=cluster,
+                    namespace=namespace, now=started, entries=entries,
+                    digest=decision_digest(pkey, check.action, check.resource, cluster))
+            except Exception as exc:
+                out.append(exc)
+                continue
+            result.revision = revision
+            self._cache.misses += 1
+            metrics.BOUND.cache_miss.inc()
+            metrics.BOUND.decision("check", result.decision).inc()
+            out.append(result)
+        await self._store(state, entries)
+        return out
+
+    def _result(self, snapshot: Snapshot, identity: Identity, check: BatchItem, *,
+                pkey: str, cluster: str, namespace: str | None, digest: str, now: float,
+                entries: list[Entry]) -> CheckResult:
+        """One check decided from a snapshot; its cache entry appended to ``entries``."""
+        decision = decide(
+            snapshot.policies,
+            identity,
+            action=check.action,
+            resource=check.resource,
+            cluster=cluster,
+            labels=snapshot.labels.get(cluster, {}),
+            now=now,
+            match=snapshot.match,
+        )
+        target, rules = snapshot.inherited(cluster, namespace)
+        if rules:
+            decision = decide_with_inherited(
+                rules, identity, action=check.action, resource=check.resource,
+                monitor=decision, target=target, declared=snapshot.declared)
+        result = result_of(decision)
+        if self._cache.ttl_ms > 0:
+            entries.append(Entry(
+                key=entry_key(digest),
+                blob=_encode_result(result),
+                ttl_ms=self._cache.ttl_ms,
+                indexes=entry_indexes(identity.names, identity.groups, cluster, pkey),
+                valid_until=decision.outcome.valid_until,
+            ))
+        return result
+
+    async def _store(self, state: str, entries: list[Entry]) -> None:
         # Lifetimes are cut at the next validity boundary as of the moment of storing, not
         # of evaluating: a long batch must not leave an entry alive past a notAfter.
         stored_at = time.time()
         entries = [e for e in (_bounded(e, stored_at) for e in entries) if e.ttl_ms > 0]
-        await self._cache.store(snapshot.compiled_revision, entries)
-        return snapshot.revision
+        await self._cache.store(state, entries)
 
 
 def _bounded(entry: Entry, now: float) -> Entry:

@@ -45,7 +45,8 @@ def governing(snapshot: Snapshot, identity: Identity, cluster: str, action: str,
     MonitorAccessPolicy outcome and the effective AccessPolicy rules there together."""
     outcome = evaluate_cluster(snapshot.policies, identity, action=action, cluster=cluster,
                                labels=snapshot.labels.get(cluster, {}),
-                               now=time.time() if now is None else now)
+                               now=time.time() if now is None else now,
+                               match=snapshot.match)
     return govern(outcome, snapshot.inherited(cluster, namespace)[1], identity, action,
                   snapshot.declared)
 
