@@ -30,13 +30,17 @@ class Affected(msgspec.Struct, kw_only=True):
     groups: set[str] = msgspec.field(default_factory=set)
     clusters: set[str] = msgspec.field(default_factory=set)
     all: bool = False
+    #: When not empty, the users' and groups' answers change only about these clusters
+    #: (a ManagedCluster change alters no answer about another cluster): only their
+    #: entries about them are invalidated. Announcements ignore it.
+    within: set[str] = msgspec.field(default_factory=set)
 
     def __bool__(self) -> bool:
         return bool(self.users or self.groups or self.clusters or self.all)
 
     def copy(self) -> Affected:
         return Affected(users=set(self.users), groups=set(self.groups),
-                        clusters=set(self.clusters), all=self.all)
+                        clusters=set(self.clusters), all=self.all, within=set(self.within))
 
     def update(self, other: Affected) -> None:
         self.users |= other.users

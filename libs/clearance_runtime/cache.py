@@ -85,9 +85,29 @@ return removed
 #: then advances the invalidated revision (ARGV[1]) — atomically. The system revision
 #: never passes the compiler's checkpoint: a record read before the store was wiped for
 #: a rebuild must not announce a revision the rebuilt state has not reached.
+#: ARGV[3] (optional) > 0: the last ARGV[3] KEYS are cluster index sets ("within"), and
+#: of the other sets (users and groups) only the entries also in one of them go.
 INVALIDATE = f"""
 local n = 0
-for _, idx in ipairs(KEYS) do
+local within = tonumber(ARGV[3] or '0')
+local subjects = #KEYS - within
+if within > 0 then
+  for w = subjects + 1, #KEYS do
+    for _, k in ipairs(redis.call('SMEMBERS', KEYS[w])) do
+      for i = 1, subjects do
+        if redis.call('SISMEMBER', KEYS[i], k) == 1 then
+          n = n + redis.call('DEL', k)
+          redis.call('ZREM', '{keys.CACHE_ALL}', k)
+          redis.call('SREM', KEYS[w], k)
+          break
+        end
+      end
+    end
+  end
+  subjects = 0
+end
+for i = 1, subjects do
+  local idx = KEYS[i]
   for _, k in ipairs(redis.call('SMEMBERS', idx)) do
     n = n + redis.call('DEL', k)
     redis.call('ZREM', '{keys.CACHE_ALL}', k)

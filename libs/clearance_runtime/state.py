@@ -38,11 +38,14 @@ class Scope(msgspec.Struct, kw_only=True):
     groups: list[str] = []
     clusters: list[str] = []
     all: bool = False
+    #: Not empty: only the users' and groups' entries about these clusters.
+    within: list[str] = []
 
     @classmethod
     def of(cls, affected: Affected) -> Scope:
         return cls(users=sorted(affected.users), groups=sorted(affected.groups),
-                   clusters=sorted(affected.clusters), all=affected.all)
+                   clusters=sorted(affected.clusters), all=affected.all,
+                   within=sorted(affected.within))
 
     def __bool__(self) -> bool:
         return bool(self.users or self.groups or self.clusters or self.all)

@@ -91,6 +91,26 @@ async def test_a_cluster_label_change_drops_only_answers_it_can_change(
     assert (lee["decision"], lee["cached"]) == ("allow", False)
 
 
+async def test_a_cluster_label_change_keeps_answers_about_other_clusters(
+        system: System) -> None:
+    """A principal whose policy's match of one cluster moves keeps its cached answers
+    about every other cluster: a cluster's labels decide nothing elsewhere."""
+    system.write("inventory.yaml", cluster("prod-east", tier="gold"),
+                 cluster("prod-west", tier="gold"))
+    system.write("policies.yaml", policy("tiered", users=["lee"], rules=[
+        {"selector": {"matchLabels": {"tier": "gold"}}}]))
+    await system.settle()
+    for name in ("prod-east", "prod-west"):
+        assert (await system.check("lee", name))["decision"] == "allow"
+    system.write("inventory.yaml", cluster("prod-east", tier="silver"),
+                 cluster("prod-west", tier="gold"))
+    revision = await system.settle()
+    east = await system.check("lee", "prod-east", min_revision=revision)
+    west = await system.check("lee", "prod-west", min_revision=revision)
+    assert (east["decision"], east["cached"]) == ("deny", False)
+    assert (west["decision"], west["cached"]) == ("allow", True)
+
+
 async def test_joining_a_group_no_policy_names_keeps_cached_answers(system: System) -> None:
     """Membership of a group matters only if a policy names it."""
     system.write("policies.yaml", policy("alice", users=["alice"], default="all"),

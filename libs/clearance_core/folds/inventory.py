@@ -48,7 +48,14 @@ def fold_cluster_event(model: Model, tx: Writes, event: FoldEvent) -> FoldResult
         model.clusters.pop(name, None)
     else:
         model.clusters[name] = labels
-    return FoldResult(outcome, follow(model, tx, ClusterChanged(name, labels), event.seq))
+    result = FoldResult(outcome, follow(model, tx, ClusterChanged(name, labels), event.seq))
+    # Whatever it changed (labels, set membership, targets), only answers about this
+    # cluster and its namespaces can differ: entries about other clusters stay.
+    if tx.invalidate.all:
+        tx.invalidate.all = False
+        tx.invalidate.clusters.add(name)
+    tx.invalidate.within = {name}
+    return result
 
 
 def labels_change(model: Model, name: str, before: Mapping[str, str],

@@ -43,14 +43,17 @@ _record = msgspec.json.Decoder(ChangeRecord).decode
 _encode = msgspec.json.Encoder().encode
 
 
-def index_keys(record: ChangeRecord) -> list[str]:
-    """The cache index sets holding every entry the change can alter."""
+def index_keys(record: ChangeRecord) -> tuple[list[str], list[str]]:
+    """The cache index sets holding every entry the change can alter, and the cluster
+    index sets those of users and groups are narrowed to (``within``; none: whole)."""
     scope = record.invalidate
-    return [
-        *(keys.cache_by_user(u) for u in scope.users),
-        *(keys.cache_by_group(g) for g in scope.groups),
-        *(keys.cache_by_cluster(c) for c in scope.clusters),
-    ]
+    subjects = [*(keys.cache_by_user(u) for u in scope.users),
+                *(keys.cache_by_group(g) for g in scope.groups)]
+    clusters = [keys.cache_by_cluster(c) for c in scope.clusters]
+    if scope.within and subjects:
+        # Whole clusters first (a script call of their own), then the narrowed subjects.
+        return clusters, [*subjects, *(keys.cache_by_cluster(c) for c in scope.within)]
+    return [*subjects, *clusters], []
 
 
 #: Seconds between sweeps of dangling cache index members.
@@ -96,9 +99,14 @@ class Invalidator:
         await health.beat(self._r, "cache-invalidator", self._revision, lag=lag)
 
     async def _apply(self, record: ChangeRecord) -> None:
-        removed = int(await self._invalidate(
-            keys=index_keys(record),
-            args=[record.revision, "1" if record.invalidate.all else "0"]))
+        whole, narrowed = index_keys(record)
+        removed = 0
+        if narrowed:
+            within = len(record.invalidate.within)
+            # Moves no revision (0): the call below does, once both are done.
+            removed += int(await self._invalidate(keys=narrowed, args=[0, "0", within]))
+        removed += int(await self._invalidate(
+            keys=whole, args=[record.revision, "1" if record.invalidate.all else "0"]))
         self._revision = record.revision
         kind = record.kind or "unknown"
         metrics.INVALIDATIONS.labels(kind=kind).inc(removed)

@@ -1,0 +1,337 @@
+"""Freshness, precision and scale figures (issue "freshness you can prove").
+
+On a synthetic fleet (10,000 principals in 500 Groups, 2,000 policies, 200 labelled
+clusters) with a warm cache, each single-subject change of every kind is published and
+then:
+
+- **event to effect**: publish -> its cache entries gone and the system revision moved;
+- **stale entries**: cached answers still present that differ from a fresh evaluation of
+  the same state (cache bypassed: the pure core over the store, in this process) — must
+  be 0;
+- **precision**: of the entries the change removed, the share whose answer it changed.
+
+Then: uncached checks with 1, 2 and 4 decision processes in one queue group; the
+uncached p50 of a principal in 20 Groups at 100 and at 10,000 policies; Valkey memory
+per cached decision. Run by ``bench/run.py`` (``python3 dev.py bench``) or alone:
+``python bench/freshness.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import nats
+import redis.asyncio as aioredis
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from loadgen import load, pct, warm
+
+from clearance_core.resources import decision_digest, principal_digest
+from clearance_core.wire import BatchItem, CheckResult, Principal, Resource
+from clearance_decision.decider import Decider
+from clearance_runtime import bus, keys
+from clearance_runtime.cache import DecisionCache
+from clearance_runtime.reads import Reads
+
+PRINCIPALS, GROUPS, POLICIES, CLUSTERS = 10_000, 500, 2_000, 200
+ENVS = ("prod", "staging", "dev")
+_result = msgspec.msgpack.Decoder(CheckResult).decode
+
+
+def cluster(i: int, env: str | None = None) -> dict[str, Any]:
+    return {"apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+            "metadata": {"name": f"c{i}", "labels": {"env": env or ENVS[i % 3],
+                                                     "region": f"r{i % 7}"}}}
+
+
+def group(g: int, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    members = [f"u{u}" for u in range(g, PRINCIPALS, GROUPS)]
+    return {"apiVersion": "user.openshift.io/v1", "kind": "Group",
+            "metadata": {"name": f"g{g}"}, "users": [*members, *extra]}
+
+
+def policy(p: int, *, effect: str | None = None, groups: list[str] | None = None,
+           namespace: str = "fleet") -> dict[str, Any]:
+    selectors = [{"matchNames": [f"c{p % 10}*"]}, {"matchPattern": f"c{p % 5}[0-9]"},
+                 {"matchLabels": {"env": ENVS[p % 3]}}]
+    rules = [{"selector": selectors[p % 3], "permissions": {"view": True}}]
+    return {"apiVersion": "clusterpulse.io/v1alpha1", "kind": "MonitorAccessPolicy",
+            "metadata": {"name": f"p{p}", "namespace": namespace},
+            "spec": {"identity": {"priority": p % 20, "subjects": {
+                        "groups": groups or [f"g{p % GROUPS}"]}},
+                     "access": {"effect": effect or ("Deny" if p % 13 == 0 else "Allow")},
+                     "scope": {"clusters": {"default": "none", "rules": rules}}}}
+
+
+def binding(n: int) -> dict[str, Any]:
+    rbac = "rbac.authorization.k8s.io/v1"
+    return {"apiVersion": rbac, "kind": "RoleBinding",
+            "metadata": {"name": f"rb{n}", "namespace": "team"},
+            "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "User", "name": f"u{n}"}]}
+
+
+def fleet() -> list[dict[str, Any]]:
+    return [*(cluster(i) for i in range(CLUSTERS)), *(group(g) for g in range(GROUPS)),
+            *(policy(p) for p in range(POLICIES))]
+
+
+async def publish(js: Any, obj: dict[str, Any]) -> int:
+    subject = f"clearance.events.{obj['kind'].lower()}.{obj['metadata']['name']}"
+    ack = await js.publish(subject, msgspec.json.encode({"type": "MODIFIED", "object": obj}))
+    return int(ack.seq)
+
+
+async def settled(r: aioredis.Redis, seq: int) -> float:
+    """Seconds until the system revision reaches ``seq`` (polled every 0.5 ms)."""
+    started = time.perf_counter()
+    while int(await r.get(keys.INVALIDATED_REV) or 0) < seq:
+        await asyncio.sleep(0.0005)
+    return time.perf_counter() - started
+
+
+class Warm:
+    """The checks kept in the cache: principal u, clusters (u + k * 41) % CLUSTERS."""
+
+    def __init__(self, principals: int, per: int) -> None:
+        self.asked: dict[str, tuple[Principal, BatchItem]] = {}
+        self.batches: list[bytes] = []
+        for u in range(0, PRINCIPALS, max(PRINCIPALS // principals, 1)):
+            principal = Principal(username=f"u{u}")
+            items = [BatchItem(action="view", resource=Resource(
+                type="cluster", name=f"c{(u + k * 41) % CLUSTERS}")) for k in range(per)]
+            pkey = principal_digest(principal)
+            for item in items:
+                digest = decision_digest(pkey, item.action, item.resource, item.resource.name)
+                self.asked[keys.cache_entry(digest)] = (principal, item)
+            self.batches.append(msgspec.json.encode({"principal": principal,
+                                                     "checks": items}))
+
+    async def fill(self, nc: Any) -> None:
+        await warm(nc, "clearance.v1.check.batch", self.batches, inflight=8)
+
+
+async def freshness(nc: Any, js: Any, r: aioredis.Redis, warm: Warm) -> dict[str, Any]:
+    fresh = Decider(Reads(r), DecisionCache(r, ttl_seconds=0))
+    names = list(warm.asked)
+
+    async def cached() -> dict[str, bytes]:
+        blobs = await r.mget(names)
+        return {k: b for k, b in zip(names, blobs, strict=True) if b is not None}
+
+    async def answer(key: str) -> tuple[str, str]:
+        principal, item = warm.asked[key]
+        _, (result,) = await fresh.decide(principal, [item], explain=False, lookup=False)
+        return result.decision, result.reason
+
+    changes: list[tuple[str, dict[str, Any]]] = []
+    for n in range(5):
+        p = 7 + n * 97
+        changes.append(("policy", policy(p, effect="Deny" if p % 13 else "Allow")))
+        changes.append(("group", group(n * 31 + 3, extra=(f"u{n * 53 + 1}",))))
+        changes.append(("cluster-label", cluster(n * 17 + 2, env="dev" if n % 2 else "prod")))
+        changes.append(("rolebinding", binding(n)))
+    out: dict[str, Any] = {"kinds": {}}
+    effects: list[float] = []
+    stale_total = 0
+    for kind, obj in changes:
+        await warm.fill(nc)
+        before = await cached()
+        seq = await publish(js, obj)
+        effects.append(await settled(r, seq))
+        after = await cached()
+        stale = changed = 0
+        for key, blob in after.items():
+            old = _result(blob)
+            if (old.decision, old.reason) != await answer(key):
+                stale += 1
+        removed = [key for key in before if key not in after]
+        for key in removed:
+            old = _result(before[key])
+            if (old.decision, old.reason) != await answer(key):
+                changed += 1
+        stale_total += stale
+        row = out["kinds"].setdefault(kind, {"removed": 0, "changed": 0, "stale": 0,
+                                             "effect_ms": []})
+        row["removed"] += len(removed)
+        row["changed"] += changed
+        row["stale"] += stale
+        row["effect_ms"].append(effects[-1] * 1000)
+    for row in out["kinds"].values():
+        row["precision"] = row["changed"] / row["removed"] if row["removed"] else None
+        row["effect_p50_ms"] = statistics.median(row.pop("effect_ms"))
+    out["stale"] = stale_total
+    out["effect_p50_ms"] = pct([e * 1000 for e in effects], 50)
+    out["effect_p99_ms"] = max(e * 1000 for e in effects)
+    out["entries"] = len(await cached())
+    return out
+
+
+def uncached_bodies(count: int, groups: int = 1) -> list[bytes]:
+    """Every question new: an extra asserted group makes each principal new."""
+    return [msgspec.json.encode({
+        "principal": {"username": f"u{i % PRINCIPALS}",
+                      "groups": [f"x{i}", *(f"g{(i + k) % GROUPS}" for k in range(groups - 1))]},
+        "action": "view", "resource": {"type": "cluster", "name": f"c{(i * 7) % CLUSTERS}"}})
+        for i in range(count)]
+
+
+async def memory_per_entry(r: aioredis.Redis, nc: Any) -> dict[str, float]:
+    """Valkey bytes per cached decision: used memory before and after 20,000 new ones."""
+    await r.execute_command("MEMORY", "PURGE")
+    used = int((await r.info("memory"))["used_memory"])
+    entries = int(await r.zcard(keys.CACHE_ALL))
+    await warm(nc, "clearance.v1.check", uncached_bodies(20_000), inflight=64)
+    added = int(await r.zcard(keys.CACHE_ALL)) - entries
+    grown = int((await r.info("memory"))["used_memory"]) - used
+    return {"entries_added": added, "bytes_per_entry": grown / max(added, 1)}
+
+
+async def answering(nc: Any) -> None:
+    """Wait until a decision process answers."""
+    while True:
+        try:
+            await nc.request("clearance.v1.status", b"{}", timeout=2)
+            return
+        except Exception:  # noqa: BLE001 - not up yet
+            await asyncio.sleep(0.2)
+
+
+async def scale_out(nc: Any, env: dict[str, str], echo_rps: float, seconds: float
+                    ) -> dict[str, Any]:
+    """Uncached checks/s with N decision processes in the queue group (N = 1, 2, 4)."""
+    import run  # the bench's process helpers (run.py imports this module lazily)
+
+    out: dict[str, Any] = {}
+    bodies = uncached_bodies(400_000)
+    offset = 0
+    for n in (1, 2, 4):
+        procs = [run.spawn([run.CLEARANCE, "run", "decision"], env) for _ in range(n)]
+        try:
+            await answering(nc)
+            await asyncio.sleep(3.0)  # the others subscribed too (they start alike)
+            await load(nc, "clearance.v1.check", bodies[offset:offset + 2000], seconds=0.5,
+                       inflight=64)
+            offset += 2000
+            rate, lat = await load(nc, "clearance.v1.check", bodies[offset:], seconds=seconds,
+                                   inflight=64)
+            offset += int(rate * seconds) + 1
+            out[str(n)] = {"rps": rate, "ratio": rate / echo_rps, "p50_ms": pct(lat, 50)}
+        finally:
+            run.teardown(procs, [])
+    return out
+
+
+async def policy_scaling(nc: Any, js: Any, r: aioredis.Redis) -> dict[str, Any]:
+    """Uncached p50 (one at a time) of a principal in 20 Groups at 100 and at 10,000
+    policies in the fleet (its own candidates the same: the others name other Groups)."""
+    groups = [f"s{k}" for k in range(20)]
+    bodies = [msgspec.json.encode({
+        "principal": {"username": "scaler", "groups": [*groups, f"x{i}"]}, "action": "view",
+        "resource": {"type": "cluster", "name": f"c{i % CLUSTERS}"}}) for i in range(100_000)]
+    out: dict[str, Any] = {}
+    offset = 0
+    seq = 0
+    for total in (100, 10_000):
+        for p in range(len(out) and 100, total):
+            seq = await publish(js, policy(p, namespace="scale",
+                                           groups=[groups[p % 20] if p < 100 else f"o{p}"]))
+        await settled(r, seq)
+        await load(nc, "clearance.v1.check", bodies[offset:offset + 200], seconds=0.3,
+                   inflight=1)
+        offset += 1000
+        _, lat = await load(nc, "clearance.v1.check", bodies[offset:], seconds=3, inflight=1)
+        offset += len(lat) + 1
+        out[str(total)] = {"p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99)}
+    out["ratio"] = out["10000"]["p50_ms"] / out["100"]["p50_ms"]
+    return out
+
+
+async def main() -> None:
+    import argparse
+
+    import run
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=3.0)
+    args = parser.parse_args()
+    results = await measure_all(run, args.seconds)
+    print(msgspec.json.format(msgspec.json.encode(results)).decode())
+    print(report(results))
+
+
+async def measure_all(run: Any, seconds: float) -> dict[str, Any]:
+    """Everything above on one fresh system (servers, compiler, invalidator, decision)."""
+    srv = run.start_servers("clearance-fresh-")
+    procs = [run.spawn([run.CLEARANCE, "run", name], srv.env)
+             for name in ("compiler", "cache-invalidator")]
+    decision = [run.spawn([run.CLEARANCE, "run", "decision"], srv.env)]
+    procs.append(run.spawn([sys.executable, str(Path(__file__).parent / "echo.py"),
+                            srv.nats_url, "bench.echo"], srv.env))
+    results: dict[str, Any] = {}
+    try:
+        nc = await nats.connect(srv.nats_url)
+        js = nc.jetstream()
+        await bus.ensure_stream(js)
+        r = aioredis.from_url(srv.redis_url)
+        await answering(nc)
+        objects = fleet()
+        started = time.perf_counter()
+        seq = 0
+        for obj in objects:
+            seq = await publish(js, obj)
+        await settled(r, seq)
+        results["compile_events_per_s"] = len(objects) / (time.perf_counter() - started)
+        echo_bodies = uncached_bodies(2000)
+        echo, _ = await load(nc, "bench.echo", echo_bodies, seconds=seconds, inflight=64)
+        results["echo_rps"] = echo
+        results["freshness"] = await freshness(nc, js, r, Warm(2000, 5))
+        results["memory"] = await memory_per_entry(r, nc)
+        run.teardown(decision, [])
+        decision = []
+        results["scale_out"] = await scale_out(nc, srv.env, echo, seconds)
+        decision = [run.spawn([run.CLEARANCE, "run", "decision"], srv.env)]
+        await answering(nc)
+        results["policy_scaling"] = await policy_scaling(nc, js, r)
+        await r.aclose()
+        await nc.close()
+    finally:
+        run.teardown(procs + decision, [srv.valkey, srv.nats])
+    return results
+
+
+def report(results: dict[str, Any]) -> str:
+    fresh = results["freshness"]
+    lines = [f"freshness ({PRINCIPALS:,} principals, {POLICIES:,} policies, {GROUPS} Groups, "
+             f"{CLUSTERS} clusters; {fresh['entries']:,} cached decisions): stale entries after "
+             f"changes {fresh['stale']} (target 0) | event to effect p50 "
+             f"{fresh['effect_p50_ms']:.1f} ms, max {fresh['effect_p99_ms']:.1f} ms "
+             f"(target p99 < 50 ms)"]
+    for kind, row in fresh["kinds"].items():
+        precision = "n/a (none removed)" if row["precision"] is None \
+            else f"{row['precision']:.2f}"
+        lines.append(f"  {kind:14} removed {row['removed']:5}  answer changed "
+                     f"{row['changed']:5}  precision {precision}  stale {row['stale']}  "
+                     f"effect p50 {row['effect_p50_ms']:.1f} ms")
+    scale = results["scale_out"]
+    lines.append("uncached checks by decision processes: " + " | ".join(
+        f"N={n}: {row['rps']:.0f} req/s = {row['ratio']:.2f}x echo" for n, row in scale.items()))
+    ps = results["policy_scaling"]
+    lines.append(f"uncached p50, principal in 20 Groups: 100 policies {ps['100']['p50_ms']:.2f} "
+                 f"ms, 10,000 policies {ps['10000']['p50_ms']:.2f} ms = {ps['ratio']:.2f}x "
+                 f"(target <= 1.2x)")
+    memory = results["memory"]
+    lines.append(f"Valkey bytes per cached decision: {memory['bytes_per_entry']:.0f} "
+                 f"(1M decisions = {memory['bytes_per_entry'] * 1e6 / 2**30:.2f} GiB) | "
+                 f"compile, fresh fleet: {results['compile_events_per_s']:.0f} events/s")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
