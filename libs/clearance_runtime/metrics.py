@@ -130,6 +130,19 @@ def set_policies(census: Mapping[str, Mapping[str, int]]) -> None:
             POLICIES.labels(kind=kind, state=state).set(count)
 
 
+def forget(service: str) -> None:
+    """A service that stopped here (or went back to standby) reports no revision or lag:
+    its last values must not pass for current ones, nor hide that no process does its work
+    (the alert rules read an absent ``clearance_revision`` so)."""
+    REVISION.remove(service)
+    CONSUMER_LAG.remove_by_labels({"service": service})
+
+
+def forget_policies() -> None:
+    """Only the active compiler holds the policies; a stopped one's census goes."""
+    POLICIES.clear()
+
+
 class _Liveness(Collector):
     """Read at scrape time from this process's service loops (probes.LOOPS): the age of
     each heartbeat and whether the connections are up, so a loop that stopped writing

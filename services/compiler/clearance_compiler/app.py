@@ -52,8 +52,12 @@ class Compiler:
         ``LostSync``) restarts the consumer from the checkpoint after the retry policy's
         back-off; any other error ends the run (folding contains every per-object failure,
         so it is a defect in the loop) and the supervisor restarts the service."""
-        while True:
-            await retries.forever("compiler", self._run_from_checkpoint)
+        try:
+            while True:
+                await retries.forever("compiler", self._run_from_checkpoint)
+        finally:
+            metrics.forget("compiler")
+            metrics.forget_policies()
 
     async def _run_from_checkpoint(self) -> None:
         """Position the consumer at the checkpoint and fold until the state is lost."""
