@@ -19,7 +19,7 @@ from clearance_core import census, inherit_status
 from clearance_core.fold import fold_policy
 from clearance_core.policy import CompiledPolicy
 from clearance_core.wire import StatusCondition
-from clearance_runtime import metrics
+from clearance_runtime import metrics, retries
 from tests import observability
 from tests.unit.policies import policy
 
@@ -79,6 +79,9 @@ def exported() -> set[str]:
 
 
 def families() -> set[str]:
+    """Every Clearance metric family (the modules that register one are imported above:
+    metrics, and retries for its own counter)."""
+    assert retries.RETRIES is not None
     return {family.name + ("_total" if family.type == "counter" else "")
             + ("_info" if family.type == "info" else "")
             for family in REGISTRY.collect() if family.name.startswith("clearance_")}
