@@ -10,43 +10,80 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import NamedTuple
 
+import msgspec
 import redis.asyncio as aioredis
 
 from clearance_core.errors import Stale, Unavailable
-from clearance_runtime import keys, probes
+from clearance_runtime import keys, metrics, probes
 
 SERVICES = ("watcher", "compiler", "cache-invalidator", "decision")
 STALE_AFTER_MS = 5000
 DEFAULT_TIMEOUT_MS = 2000
 
 
-async def beat(redis: aioredis.Redis, service: str, revision: int, *, lag: int = 0) -> None:
-    """Report the service alive at ``revision``, ``lag`` events behind its input; also
-    what this process's ``/healthz`` and ``/readyz`` answer from (after the write
-    succeeded, so a beat proves Redis reachable)."""
+async def beat(redis: aioredis.Redis, service: str, revision: int, *, lag: int = 0,
+               consumer: str | None = None) -> None:
+    """Report the service alive at ``revision``, ``lag`` events behind its input (read
+    from ``consumer``, when it has one); also what this process's ``/healthz``,
+    ``/readyz`` and ``/metrics`` answer from (after the write succeeded, so a beat proves
+    Redis reachable)."""
     await redis.hset(
         keys.service(service),
         mapping={"revision": revision, "heartbeat": int(time.time() * 1000), "lag": lag},
     )
     probes.beat(service, revision, lag)
+    metrics.REVISION.labels(service=service).set(revision)
+    if consumer is not None:
+        metrics.CONSUMER_LAG.labels(service=service, consumer=consumer).set(lag)
 
 
-async def services(redis: aioredis.Redis) -> dict[str, tuple[int, bool]]:
-    """name -> (revision, healthy) for every service that ever reported."""
+class ServiceHealth(NamedTuple):
+    """One service as its last heartbeat in the store shows it."""
+
+    revision: int
+    healthy: bool
+    lag: int
+    heartbeat_age_s: float
+
+
+async def services(redis: aioredis.Redis) -> dict[str, ServiceHealth]:
+    """name -> its health, for every service that ever reported."""
     now = int(time.time() * 1000)
     async with redis.pipeline(transaction=False) as pipe:
         for name in SERVICES:
             pipe.hgetall(keys.service(name))
         rows = await pipe.execute()
-    found: dict[str, tuple[int, bool]] = {}
+    found: dict[str, ServiceHealth] = {}
     for name, row in zip(SERVICES, rows, strict=True):
         if not row:
             continue
-        revision = int(row.get(b"revision", 0))
-        healthy = now - int(row.get(b"heartbeat", 0)) < STALE_AFTER_MS
-        found[name] = (revision, healthy)
+        age_ms = max(now - int(row.get(b"heartbeat", 0)), 0)
+        found[name] = ServiceHealth(revision=int(row.get(b"revision", 0)),
+                                    healthy=age_ms < STALE_AFTER_MS,
+                                    lag=int(row.get(b"lag", 0)),
+                                    heartbeat_age_s=round(age_ms / 1000, 3))
     return found
+
+
+async def publish_census(redis: aioredis.Redis, census: dict[str, dict[str, int]]) -> None:
+    """The active compiler's policies by state (``clearance_core.census``), for
+    ``clearance.v1.status``."""
+    await redis.set(keys.CENSUS, msgspec.json.encode(census))
+
+
+def read_census(blob: bytes | str | None) -> dict[str, dict[str, int]] | None:
+    """A published census (None: no compiler has published one, or an unreadable one)."""
+    if blob is None:
+        return None
+    try:
+        return _census(blob)
+    except msgspec.DecodeError:
+        return None
+
+
+_census = msgspec.json.Decoder(dict[str, dict[str, int]]).decode
 
 
 async def revision(redis: aioredis.Redis) -> int:

@@ -66,8 +66,9 @@ was evicted) are swept by the invalidator every minute. At the limit with nothin
 to evict, Valkey refuses writes: the compiler retries, the decision service answers
 without caching.
 Operations:
-    clr:svc:<service>       HASH  revision, heartbeat (ms)
+    clr:svc:<service>       HASH  revision, heartbeat (ms), lag
     clr:stats               HASH  hits, misses
+    clr:census              JSON  kind -> state -> policies (the active compiler's, every 2 s)
 """
 
 from __future__ import annotations
@@ -98,6 +99,7 @@ EFFECTIVE = "clr:eff"
 INVALIDATED_REV = "clr:inval:rev"
 CACHE_ALL = "clr:dci:all"
 STATS = "clr:stats"
+CENSUS = "clr:census"
 
 
 def policy_by_user(name: str) -> str:

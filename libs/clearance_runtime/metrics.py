@@ -1,10 +1,21 @@
-"""Prometheus metrics of every process, served on ``CLEARANCE_METRICS_PORT`` (probes.py)."""
+"""Prometheus metrics of every process, served on ``CLEARANCE_METRICS_PORT`` (probes.py).
+
+Every name here is listed in the README ("Metrics and alerts"); the Grafana dashboard and
+the alert rules in ``deploy/`` use only these (checked by the tests).
+"""
 
 from __future__ import annotations
 
+import platform
+from collections.abc import Iterator, Mapping
+from importlib import metadata
 from typing import Any
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, Info
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from clearance_runtime import probes
 
 DECISIONS = Counter(
     "clearance_decisions_total", "Decisions answered, by subject and result",
@@ -20,8 +31,20 @@ EVENTS_COMPILED = Counter(
     ["kind", "outcome"],
 )
 CONSUMER_LAG = Gauge(
-    "clearance_consumer_lag", "Messages not yet processed by a consumer", ["consumer"]
+    "clearance_consumer_lag",
+    "Messages a service has not yet processed on its input: the compiler's JetStream "
+    "durable consumer (pending messages), the invalidator's change log (records behind "
+    "the compiler)", ["service", "consumer"],
 )
+REVISION = Gauge(
+    "clearance_revision", "The revision (stream sequence) each service of this process "
+    "has applied, as of its last heartbeat", ["service"],
+)
+POLICIES = Gauge(
+    "clearance_policies", "Policies held by the active compiler, by kind and state",
+    ["kind", "state"],
+)
+BUILD = Info("clearance_build", "The running Clearance version and Python")
 EVENTS_PUBLISHED = Counter(
     "clearance_events_published_total", "Events the watcher appended, by source and type",
     ["source", "type"],
@@ -88,3 +111,67 @@ class Bound:
 
 
 BOUND = Bound()
+
+
+def _version() -> str:
+    try:
+        return metadata.version("clearance")
+    except metadata.PackageNotFoundError:  # run from a source tree without installing
+        return "unknown"
+
+
+BUILD.info({"version": _version(), "python": platform.python_version()})
+
+
+def set_policies(census: Mapping[str, Mapping[str, int]]) -> None:
+    """Publish a census (``clearance_core.census``): every known state, zeros included."""
+    for kind, states in census.items():
+        for state, count in states.items():
+            POLICIES.labels(kind=kind, state=state).set(count)
+
+
+def forget(service: str) -> None:
+    """A service that stopped here (or went back to standby) reports no revision or lag:
+    its last values must not pass for current ones, nor hide that no process does its work
+    (the alert rules read an absent ``clearance_revision`` so)."""
+    REVISION.remove(service)
+    CONSUMER_LAG.remove_by_labels({"service": service})
+
+
+def forget_policies() -> None:
+    """Only the active compiler holds the policies; a stopped one's census goes."""
+    POLICIES.clear()
+
+
+class _Liveness(Collector):
+    """Read at scrape time from this process's service loops (probes.LOOPS): the age of
+    each heartbeat and whether the connections are up, so a loop that stopped writing
+    shows a growing age rather than a last value that looks fine."""
+
+    def describe(self) -> Iterator[Metric]:
+        yield from self._families()
+
+    def collect(self) -> Iterator[Metric]:
+        families = self._families()
+        for service, age in probes.heartbeat_ages().items():
+            families[0].add_metric([service], age)
+        for target, up in probes.connections().items():
+            families[1].add_metric([target], 1.0 if up else 0.0)
+        yield from families
+
+    @staticmethod
+    def _families() -> list[GaugeMetricFamily]:
+        return [
+            GaugeMetricFamily(
+                "clearance_heartbeat_age_seconds",
+                "Seconds since each service of this process last wrote its heartbeat to "
+                "Redis (since it started, before its first)", labels=["service"]),
+            GaugeMetricFamily(
+                "clearance_connection_up",
+                "1 while every service of this process is connected to the target: nats "
+                "(the client is connected), redis (a heartbeat written within 5 s)",
+                labels=["target"]),
+        ]
+
+
+REGISTRY.register(_Liveness())

@@ -55,6 +55,26 @@ def beat(service: str, revision: int, lag: int) -> None:
     loop.beat, loop.revision, loop.lag = time.monotonic(), revision, lag
 
 
+def heartbeat_ages() -> dict[str, float]:
+    """service -> seconds since its last heartbeat (since it started, before the first)."""
+    now = time.monotonic()
+    return {name: now - (loop.beat if loop.beat is not None else loop.started)
+            for name, loop in sorted(LOOPS.items())}
+
+
+def connections() -> dict[str, bool]:
+    """target -> whether every service of this process reaches it (nothing: no service).
+    A heartbeat is a Redis write, so a recent one proves Redis reachable."""
+    if not LOOPS:
+        return {}
+    now = time.monotonic()
+    return {
+        "nats": all(loop.connected() for loop in LOOPS.values()),
+        "redis": all(loop.beat is not None and now - loop.beat <= STALE_AFTER
+                     for loop in LOOPS.values()),
+    }
+
+
 def liveness() -> dict[str, str]:
     """service -> problem, for every service whose loop is not alive."""
     now = time.monotonic()

@@ -71,6 +71,8 @@ class Counts(NamedTuple):
     policies: int
     hits: int
     misses: int
+    #: kind -> state -> policies, as the active compiler last published it (None: none yet).
+    policies_by_state: dict[str, dict[str, int]] | None = None
 
 
 class Reads:
@@ -104,8 +106,8 @@ class Reads:
         that already reached the revision."""
         return await health.wait_for(self._r, minimum, timeout_ms)
 
-    async def services(self) -> dict[str, tuple[int, bool]]:
-        """name -> (revision, healthy) for every service that ever reported."""
+    async def services(self) -> dict[str, health.ServiceHealth]:
+        """name -> its health, for every service that ever reported."""
         return await health.services(self._r)
 
     async def counts(self) -> Counts:
@@ -113,9 +115,11 @@ class Reads:
             pipe.get(keys.INVALIDATED_REV)
             pipe.hlen(keys.POLICIES)
             pipe.hmget(keys.STATS, ["hits", "misses"])
-            revision, policies, (hits, misses) = await pipe.execute()
+            pipe.get(keys.CENSUS)
+            revision, policies, (hits, misses), census = await pipe.execute()
         return Counts(revision=int(revision or 0), policies=int(policies),
-                      hits=int(hits or 0), misses=int(misses or 0))
+                      hits=int(hits or 0), misses=int(misses or 0),
+                      policies_by_state=health.read_census(census))
 
     # Policies and MetricSources --------------------------------------------------------
 

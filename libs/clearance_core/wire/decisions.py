@@ -130,8 +130,14 @@ class BatchReply(msgspec.Struct, kw_only=True):
 
 
 class ServiceStatus(msgspec.Struct, kw_only=True):
+    """One service in ``clearance.v1.status``. ``lag`` and ``heartbeat_age_s`` are
+    optional extensions (absent from older servers): how many events or change records
+    the service was behind its input at its last heartbeat, and that heartbeat's age."""
+
     revision: int
     healthy: bool
+    lag: int | msgspec.UnsetType = msgspec.UNSET
+    heartbeat_age_s: float | msgspec.UnsetType = msgspec.UNSET
 
 
 class CacheStatus(msgspec.Struct, kw_only=True):
@@ -141,10 +147,14 @@ class CacheStatus(msgspec.Struct, kw_only=True):
 
 
 class StatusReply(msgspec.Struct, kw_only=True):
+    """``policies_by_state`` is an optional extension (absent from older servers and
+    before the compiler's first census): kind -> state -> how many policies."""
+
     revision: int
     services: dict[str, ServiceStatus]
     policies: int
     cache: CacheStatus
+    policies_by_state: dict[str, dict[str, int]] | msgspec.UnsetType = msgspec.UNSET
     request_id: str | msgspec.UnsetType | None = msgspec.UNSET
 
 

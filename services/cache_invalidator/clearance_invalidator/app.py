@@ -58,6 +58,8 @@ def index_keys(record: ChangeRecord) -> tuple[list[str], list[str]]:
 
 #: Seconds between sweeps of dangling cache index members.
 SWEEP_EVERY = 60.0
+#: The ``consumer`` label of this service's lag: the change log it follows.
+CHANGE_LOG = "change-log"
 
 
 class Invalidator:
@@ -95,8 +97,8 @@ class Invalidator:
         # Behind by what the compiler has folded and this loop has not yet applied.
         compiled = int(await self._r.get(keys.REV) or 0)
         lag = max(compiled - self._revision, 0)
-        metrics.CONSUMER_LAG.labels(consumer="cache-invalidator").set(lag)
-        await health.beat(self._r, "cache-invalidator", self._revision, lag=lag)
+        await health.beat(self._r, "cache-invalidator", self._revision, lag=lag,
+                          consumer=CHANGE_LOG)
 
     async def _apply(self, record: ChangeRecord) -> None:
         whole, narrowed = index_keys(record)

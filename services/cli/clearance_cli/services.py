@@ -126,6 +126,7 @@ async def _run_once(name: str, settings: Settings) -> None:
             group.create_task(_closed_watch(nc, work))
     finally:
         probes.unregister(name)
+        metrics.forget(name)
         # Bounded: with NATS or Redis gone, draining would wait for a server that is not
         # coming back, and a stop must finish within seconds (CLOSE_WITHIN).
         with contextlib.suppress(Exception):

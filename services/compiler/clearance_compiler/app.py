@@ -17,6 +17,7 @@ ahead of the system revision (``health.rebuilding``).
 from __future__ import annotations
 
 import contextlib
+import time
 
 import redis.asyncio as aioredis
 from nats.aio.client import Client
@@ -32,6 +33,8 @@ from clearance_runtime.state import StateStore
 log = logs.get(__name__)
 DURABLE = "clearance-compiler"
 BATCH = 256
+#: Seconds between censuses of policy states (a MonitorAccessPolicy expires with no event).
+CENSUS_EVERY = 2.0
 
 
 class Compiler:
@@ -42,14 +45,19 @@ class Compiler:
         self._store = StateStore(redis, allow_unset=allow_unset)
         self._folder = Folder(self._store, nc)
         self._position = 0
+        self._next_census = 0.0
 
     async def run(self) -> None:
         """Consume for ever. An outage (or a store that changed under this loop:
         ``LostSync``) restarts the consumer from the checkpoint after the retry policy's
         back-off; any other error ends the run (folding contains every per-object failure,
         so it is a defect in the loop) and the supervisor restarts the service."""
-        while True:
-            await retries.forever("compiler", self._run_from_checkpoint)
+        try:
+            while True:
+                await retries.forever("compiler", self._run_from_checkpoint)
+        finally:
+            metrics.forget("compiler")
+            metrics.forget_policies()
 
     async def _run_from_checkpoint(self) -> None:
         """Position the consumer at the checkpoint and fold until the state is lost."""
@@ -123,5 +131,14 @@ class Compiler:
             if msgs:
                 await msgs[-1].ack()  # AckPolicy.ALL: acknowledges the whole batch
                 lag = msgs[-1].metadata.num_pending
-            metrics.CONSUMER_LAG.labels(consumer=DURABLE).set(lag)
-            await health.beat(self._r, "compiler", self._position, lag=lag)
+            await health.beat(self._r, "compiler", self._position, lag=lag, consumer=DURABLE)
+            if time.monotonic() >= self._next_census:
+                await self._report_census()
+
+    async def _report_census(self) -> None:
+        """Policies by state, for ``/metrics`` and for ``clearance.v1.status`` (which the
+        decision service answers from the store)."""
+        self._next_census = time.monotonic() + CENSUS_EVERY
+        found = await self._folder.census(time.time())
+        metrics.set_policies(found)
+        await health.publish_census(self._r, found)

@@ -20,6 +20,7 @@ import msgspec
 from nats.aio.client import Client
 
 from clearance_core import status
+from clearance_core.census import Census, census
 from clearance_core.errors import InvalidObject
 from clearance_core.folds import FoldEvent, FoldResult, accesspolicies, policies
 from clearance_core.kinds import ObjectRef, ref_of, status_subject
@@ -45,6 +46,13 @@ class Folder:
     def reset(self) -> None:
         """Forget the in-memory model (reloaded from the store on the next event)."""
         self._model = None
+
+    async def census(self, now: float) -> Census:
+        """How many policies are in each state at ``now`` (loading the model first if
+        no event has yet: a compiler restarted on a quiet stream still reports)."""
+        if self._model is None:
+            self._model = await self._store.load_model()
+        return census(self._model.policies.values(), self._model.access_status, now)
 
     async def fold(self, seq: int, data: bytes, published_ms: int | None = None) -> None:
         """Fold one message (``published_ms``: when the stream stored it). Only transient

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+import msgspec
+
 from clearance_core.errors import BadRequest, NotFound
 from clearance_core.resources import principal_digest
 from clearance_core.status import policy_status
@@ -33,12 +35,15 @@ class Operations:
         return StatusReply(
             revision=counts.revision,
             services={
-                name: ServiceStatus(revision=rev, healthy=ok)
-                for name, (rev, ok) in (await self._reads.services()).items()
+                name: ServiceStatus(revision=found.revision, healthy=found.healthy,
+                                    lag=found.lag, heartbeat_age_s=found.heartbeat_age_s)
+                for name, found in (await self._reads.services()).items()
             },
             policies=counts.policies,
             cache=CacheStatus(entries=await self._cache.entries(), hits=counts.hits,
                               misses=counts.misses),
+            policies_by_state=(msgspec.UNSET if counts.policies_by_state is None
+                               else counts.policies_by_state),
         )
 
     async def policy_status(self, request: PolicyStatusRequest) -> PolicyStatus:

@@ -10,7 +10,7 @@ import redis.asyncio as aioredis
 import redis.exceptions
 from nats.aio.client import Client
 
-from clearance_runtime import bus, health, logs
+from clearance_runtime import bus, health, logs, metrics
 from clearance_runtime.settings import Settings
 from clearance_watcher.ledger import Ledger
 from clearance_watcher.manifests import ManifestSource
@@ -43,9 +43,12 @@ class Watcher:
         if len(sources) == 1:
             log.warning("watcher_idle", hint="set CLEARANCE_MANIFESTS and/or "
                         "CLEARANCE_KUBECONFIG (or run in a cluster)")
-        async with asyncio.TaskGroup() as group:
-            for source in sources:
-                group.create_task(source)
+        try:
+            async with asyncio.TaskGroup() as group:
+                for source in sources:
+                    group.create_task(source)
+        finally:
+            metrics.forget("watcher")  # back to standby, or stopped: not this one's work
 
     async def _kubernetes(self, ledger: Ledger) -> None:
         from clearance_watcher import kube  # noqa: PLC0415  (only when watching an API)
