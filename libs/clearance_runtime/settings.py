@@ -36,6 +36,13 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     #: The decision service answers cache misses from its in-memory mirror of the
     #: compiled state (off: one Lua snapshot read per miss, as before; for comparison).
     decision_mirror: bool = True
+    #: Audiences a ``token`` principal's TokenReview asks for (comma-separated; none:
+    #: the API server's own).
+    token_audiences: str = ""
+
+    @property
+    def token_audience_list(self) -> list[str]:
+        return [a.strip() for a in self.token_audiences.split(",") if a.strip()]
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -74,6 +81,7 @@ ENV = {
     "manifest_poll_seconds": "CLEARANCE_MANIFEST_POLL",
     "ready_max_lag": "CLEARANCE_READY_MAX_LAG",
     "decision_mirror": "CLEARANCE_DECISION_MIRROR",
+    "token_audiences": "CLEARANCE_TOKEN_AUDIENCES",
 }
 _BOOLEANS = {"allow_unset", "kubernetes", "decision_mirror"}
 _BOOLEAN_WORDS = {"yes": "true", "on": "true", "no": "false", "off": "false"}
