@@ -204,6 +204,7 @@ async def test_access_evaluation_example(gateway: Gateway) -> None:
     assert status == 200 and headers["X-Request-ID"] == rid
     assert reply["decision"] is True
     assert reply["context"]["outcome"] == "allow" and reply["context"]["policy"] == "ns/team"
+    assert reply["context"]["revision"] >= 1
 
 
 async def test_a_denial_carries_its_reason_in_the_context(gateway: Gateway) -> None:

@@ -170,7 +170,8 @@ class AuthZen:
         results = reply.get("results")
         if not isinstance(results, list) or len(results) != len(asks):
             raise Internal("the decision service answered another number of checks")
-        return [_decision(result) for result in results]
+        revision = reply.get("revision")
+        return [_decision({"revision": revision, **result}) for result in results]
 
 
 def _convert(doc: dict[str, Any], kind: type[Any]) -> Any:
