@@ -36,6 +36,26 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     #: The decision service answers cache misses from its in-memory mirror of the
     #: compiled state (off: one Lua snapshot read per miss, as before; for comparison).
     decision_mirror: bool = True
+    #: Audiences a ``token`` principal's TokenReview asks for (comma-separated; none:
+    #: the API server's own).
+    token_audiences: str = ""
+    # The gateway (HTTPS: the Kubernetes webhook authorizer and AuthZEN).
+    gateway_host: str = "0.0.0.0"  # noqa: S104 - a server in a pod listens on every address
+    gateway_port: _Port = 8443
+    #: PEM certificate (chain) and key; both unset: a self-signed pair for local use.
+    gateway_tls_cert: Path | None = None
+    gateway_tls_key: Path | None = None
+    #: Where the self-signed pair is kept (reused while valid); unset: a temp directory.
+    gateway_tls_dir: Path | None = None
+    #: PEM CA bundle: when set, every client must present a certificate it signed.
+    gateway_client_ca: Path | None = None
+    #: The gateway's public base URL, for AuthZEN metadata (unset: from the request).
+    gateway_url: str = ""
+    gateway_timeout: _Seconds = 5.0
+
+    @property
+    def token_audience_list(self) -> list[str]:
+        return [a.strip() for a in self.token_audiences.split(",") if a.strip()]
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -74,6 +94,15 @@ ENV = {
     "manifest_poll_seconds": "CLEARANCE_MANIFEST_POLL",
     "ready_max_lag": "CLEARANCE_READY_MAX_LAG",
     "decision_mirror": "CLEARANCE_DECISION_MIRROR",
+    "token_audiences": "CLEARANCE_TOKEN_AUDIENCES",
+    "gateway_host": "CLEARANCE_GATEWAY_HOST",
+    "gateway_port": "CLEARANCE_GATEWAY_PORT",
+    "gateway_tls_cert": "CLEARANCE_GATEWAY_TLS_CERT",
+    "gateway_tls_key": "CLEARANCE_GATEWAY_TLS_KEY",
+    "gateway_tls_dir": "CLEARANCE_GATEWAY_TLS_DIR",
+    "gateway_client_ca": "CLEARANCE_GATEWAY_CLIENT_CA",
+    "gateway_url": "CLEARANCE_GATEWAY_URL",
+    "gateway_timeout": "CLEARANCE_GATEWAY_TIMEOUT",
 }
 _BOOLEANS = {"allow_unset", "kubernetes", "decision_mirror"}
 _BOOLEAN_WORDS = {"yes": "true", "on": "true", "no": "false", "off": "false"}

@@ -34,6 +34,7 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client
 
 from clearance_core.wire import EVENTS_STREAM
+from clearance_runtime import servers
 from tests.fuzz.hostile import HostileEvent
 from tests.fuzz.oracle import Finding, answer, judge
 
@@ -79,7 +80,10 @@ class LiveSystem:
         env = {**os.environ, "CLEARANCE_NATS_URL": self.nats_url,
                "CLEARANCE_REDIS_URL": self.redis_url, "CLEARANCE_MANIFESTS": str(manifests),
                "CLEARANCE_KUBERNETES": "false", "CLEARANCE_LOG_LEVEL": "WARNING",
-               "CLEARANCE_MANIFEST_POLL": "0.1"}
+               "CLEARANCE_MANIFEST_POLL": "0.1",
+               # `run all` includes the gateway: on a port of its own, beside other runs.
+               "CLEARANCE_GATEWAY_PORT": str(servers.free_port()),
+               "CLEARANCE_GATEWAY_TLS_DIR": str(self.workdir / "gateway")}
         env.pop("CLEARANCE_METRICS_PORT", None)
         self._spawn(env)
         self.starts += 1

@@ -48,7 +48,9 @@ def start(service: str, nats_url: str, redis_url: str, port: int,
           manifests: Path | None = None) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLEARANCE_")}
     env.update(CLEARANCE_NATS_URL=nats_url, CLEARANCE_REDIS_URL=redis_url,
-               CLEARANCE_METRICS_PORT=str(port))
+               CLEARANCE_METRICS_PORT=str(port),
+               # `run all` includes the gateway: a port of its own beside other runs.
+               CLEARANCE_GATEWAY_PORT=str(servers.free_port()))
     if manifests is not None:
         env["CLEARANCE_MANIFESTS"] = str(manifests)
     return subprocess.Popen([CLEARANCE, "run", service], env=env,
@@ -75,7 +77,7 @@ def test_probes_status_and_a_clean_stop(clean_servers: Servers, tmp_path: Path) 
         ready = wait_for(lambda: get(port, "/readyz")[0] == 200 and get(port, "/readyz"))
         body = json.loads(ready[1])
         assert body["ok"] and set(body["services"]) == {
-            "watcher", "compiler", "cache-invalidator", "decision"}
+            "watcher", "compiler", "cache-invalidator", "decision", "gateway"}
         status, text = get(port, "/healthz")
         assert status == 200 and json.loads(text)["problems"] == {}
         assert get(port, "/metrics")[0] == 200

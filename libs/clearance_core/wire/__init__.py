@@ -20,6 +20,7 @@ from clearance_core.wire.common import (
     EventType,
     FieldValue,
     Principal,
+    PrincipalBase,
     RequestBase,
     Resource,
 )
@@ -206,6 +207,7 @@ __all__ = [
     "PolicyStatusRequest",
     "PolicySummary",
     "Principal",
+    "PrincipalBase",
     "PrincipalRequest",
     "ReachReply",
     "ReachRequest",

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import msgspec
 
-from clearance_core.wire.common import Action, DecisionKind, Principal, RequestBase, Resource
+from clearance_core.wire.common import (
+    Action,
+    DecisionKind,
+    PrincipalBase,
+    RequestBase,
+    Resource,
+)
 from clearance_core.wire.limits import Checks
 
 #: How one candidate policy fared in an explanation (see TraceStep).
@@ -15,10 +21,9 @@ StepOutcome = Literal["skipped", "no_match", "matched", "decided"]
 PolicyState = Literal["Active", "Inactive", "Error", "Expired", "Deleted"]
 
 
-class CheckRequest(RequestBase, kw_only=True):
+class CheckRequest(PrincipalBase, kw_only=True):
     """``clearance.v1.check``."""
 
-    principal: Principal
     action: Action
     resource: Resource
     explain: bool = False
@@ -29,10 +34,9 @@ class BatchItem(msgspec.Struct, kw_only=True, frozen=True):
     resource: Resource
 
 
-class BatchRequest(RequestBase, kw_only=True):
+class BatchRequest(PrincipalBase, kw_only=True):
     """``clearance.v1.check.batch``: many checks for one principal, answered in order."""
 
-    principal: Principal
     checks: Checks[BatchItem]
     explain: bool = False
 
@@ -41,10 +45,9 @@ class StatusRequest(RequestBase, kw_only=True):
     """``clearance.v1.status``."""
 
 
-class PrincipalRequest(RequestBase, kw_only=True):
-    """``clearance.v1.permissions`` and ``clearance.v1.policies``."""
-
-    principal: Principal
+class PrincipalRequest(PrincipalBase, kw_only=True):
+    """``clearance.v1.permissions``, ``clearance.v1.policies`` and
+    ``clearance.v1.search.plan``: about one principal, nothing else."""
 
 
 class ClusterPermissions(msgspec.Struct, kw_only=True):
@@ -75,10 +78,10 @@ class PoliciesReply(msgspec.Struct, kw_only=True):
     request_id: str | msgspec.UnsetType | None = msgspec.UNSET
 
 
-class CacheClearRequest(RequestBase, kw_only=True):
+class CacheClearRequest(PrincipalBase, kw_only=True):
     """``clearance.v1.cache.clear``: one principal's cached decisions, or all."""
 
-    principal: Principal | None = None
+    needs_principal: ClassVar[bool] = False
 
 
 class CacheClearReply(msgspec.Struct, kw_only=True):

@@ -26,6 +26,8 @@ MAX_CHECKS = 10_000
 MAX_ITEMS = 200_000
 #: Groups a request may assert for one principal (each is a Redis lookup per decision).
 MAX_GROUPS = 10_000
+#: Bytes of a bearer token; service-account JWTs are about 1 KiB, OIDC tokens a few.
+MAX_TOKEN = 16_384
 
 T = TypeVar("T")
 Checks = Annotated[list[T], msgspec.Meta(max_length=MAX_CHECKS)]

@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from clearance_core.wire.common import DecisionKind, FieldValue, Principal, RequestBase
+from clearance_core.wire.common import DecisionKind, FieldValue, PrincipalBase
 from clearance_core.wire.limits import Items
 
 
@@ -27,10 +27,9 @@ class ListItem(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
 AggregationValue = str | int | float | bool | dict[str, FieldValue] | None
 
 
-class FilterRequest(RequestBase, kw_only=True):
+class FilterRequest(PrincipalBase, kw_only=True):
     """``clearance.v1.filter``."""
 
-    principal: Principal
     cluster: str
     type: str
     items: Items[ListItem]
@@ -64,10 +63,9 @@ class NodeMetrics(msgspec.Struct, kw_only=True, frozen=True):
     memory_capacity: float = 0
 
 
-class MetricsRequest(RequestBase, kw_only=True):
+class MetricsRequest(PrincipalBase, kw_only=True):
     """``clearance.v1.metrics``: cluster metrics recomputed from what may be seen."""
 
-    principal: Principal
     cluster: str
     namespaces: Items[NamespaceMetrics] = []
     nodes: Items[NodeMetrics] = []
@@ -81,10 +79,9 @@ class MetricsReply(msgspec.Struct, kw_only=True):
     request_id: str | msgspec.UnsetType | None = msgspec.UNSET
 
 
-class CustomTypesRequest(RequestBase, kw_only=True):
+class CustomTypesRequest(PrincipalBase, kw_only=True):
     """``clearance.v1.custom-types``."""
 
-    principal: Principal
     cluster: str | None = None
 
 

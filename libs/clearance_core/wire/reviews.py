@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from clearance_core.wire.common import Principal, RequestBase
+from clearance_core.wire.common import PrincipalBase, RequestBase
 from clearance_core.wire.limits import Groups, Items
 
 
@@ -121,8 +121,7 @@ class SearchResult(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True
     name: str
 
 
-class SearchFilterRequest(RequestBase, kw_only=True):
-    principal: Principal
+class SearchFilterRequest(PrincipalBase, kw_only=True):
     items: Items[SearchResult]
 
 

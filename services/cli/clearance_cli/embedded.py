@@ -18,6 +18,7 @@ import msgspec
 import uvloop
 
 from clearance_cli import services
+from clearance_gateway import tls
 from clearance_runtime import servers
 from clearance_runtime.settings import Settings
 
@@ -37,11 +38,13 @@ def endpoints_file(state: Path = Path(".clearance")) -> Path:
     return state / ENDPOINTS
 
 
-def _banner(nats_url: str, redis_url: str, manifests: Path) -> str:
+def _banner(nats_url: str, redis_url: str, manifests: Path, gateway: str,
+            certificate: Path) -> str:
     return f"""
 Clearance is up.
   NATS   {nats_url}   (JetStream stream CLEARANCE_EVENTS)
   Valkey {redis_url}
+  HTTPS  {gateway}   (webhook authorizer /authorize, AuthZEN /access/v1/evaluation[s])
   manifests watched: {manifests}  (edit, add or delete files: decisions follow)
 
 Ask a question (in another terminal):
@@ -49,6 +52,9 @@ Ask a question (in another terminal):
   .venv/bin/clearance check --user bob --cluster prod-us-east --explain
   .venv/bin/clearance effective namespace/prod-us-east/shop
   .venv/bin/clearance request clearance.v1.status
+  curl --cacert {certificate} {gateway}/access/v1/evaluation \\
+    -d '{{"subject": {{"type": "user", "id": "alice"}}, "action": {{"name": "view"}},
+         "resource": {{"type": "cluster", "id": "prod-us-east"}}}}'
 
 Ctrl-C stops everything.
 """.rstrip()
@@ -68,10 +74,17 @@ def up(args: argparse.Namespace, settings: Settings) -> None:
         endpoints_file(state).write_text(json.dumps({"nats": nats_url, "redis": redis_url}))
         os.environ["CLEARANCE_NATS_URL"] = nats_url
         os.environ["CLEARANCE_REDIS_URL"] = redis_url
+        # The gateway's self-signed certificate stays with the state, so that a client
+        # told to trust it keeps trusting it across restarts.
+        gateway_port = _port(args.gateway_port or settings.gateway_port)
+        tls_dir = settings.gateway_tls_dir or state / "gateway"
         run_settings = msgspec.structs.replace(
-            settings, nats_url=nats_url, redis_url=redis_url, manifests=manifests
+            settings, nats_url=nats_url, redis_url=redis_url, manifests=manifests,
+            gateway_port=gateway_port, gateway_tls_dir=tls_dir,
         )
-        print(_banner(nats_url, redis_url, manifests), flush=True)
+        gateway = f"https://127.0.0.1:{gateway_port}"
+        certificate = settings.gateway_tls_cert or tls_dir / tls.CERT_FILE
+        print(_banner(nats_url, redis_url, manifests, gateway, certificate), flush=True)
         uvloop.run(services.run_services(services.NAMES, run_settings))
         print("\nstopped.", flush=True)
     finally:

@@ -19,6 +19,7 @@ import contextlib
 import sys
 from pathlib import Path
 
+import msgspec
 import uvloop
 
 from clearance_cli import client, embedded, inherited, schemas, services
@@ -37,8 +38,18 @@ def _parser() -> argparse.ArgumentParser:
                     help="manifest directory (default examples/, or CLEARANCE_MANIFESTS)")
     up.add_argument("--nats-port", type=int, default=4222)
     up.add_argument("--redis-port", type=int, default=6379)
+    up.add_argument("--gateway-port", type=int, default=None,
+                    help="the gateway's HTTPS port (default CLEARANCE_GATEWAY_PORT, 8443; "
+                         "a free one if taken)")
     run = sub.add_parser("run", help="run services against existing servers")
     run.add_argument("service", choices=["all", *services.NAMES])
+    run.add_argument("--gateway-port", type=int, default=None,
+                     help="the gateway's HTTPS port (CLEARANCE_GATEWAY_PORT)")
+    run.add_argument("--tls-cert", type=Path, default=None,
+                     help="the gateway's PEM certificate (CLEARANCE_GATEWAY_TLS_CERT)")
+    run.add_argument("--tls-key", type=Path, default=None,
+                     help="the gateway's PEM key (CLEARANCE_GATEWAY_TLS_KEY); with neither: "
+                          "a self-signed pair for local use")
     check = sub.add_parser("check", help="ask one access question")
     check.add_argument("--user", required=True)
     check.add_argument("--group", action="append", default=[])
@@ -85,7 +96,15 @@ def main(argv: list[str] | None = None) -> None:
             embedded.up(args, settings)
         else:
             names = list(services.NAMES) if args.service == "all" else [args.service]
-            uvloop.run(services.run_services(names, settings))
+            uvloop.run(services.run_services(names, _gateway_flags(args, settings)))
+
+
+def _gateway_flags(args: argparse.Namespace, settings: Settings) -> Settings:
+    """Settings with the gateway's command-line flags over its environment."""
+    flags = {"gateway_port": args.gateway_port, "gateway_tls_cert": args.tls_cert,
+             "gateway_tls_key": args.tls_key}
+    given = {key: value for key, value in flags.items() if value is not None}
+    return msgspec.structs.replace(settings, **given) if given else settings
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from nats.aio.client import Client
 
 from clearance_compiler.app import Compiler
 from clearance_decision.app import DecisionService
+from clearance_gateway.app import Gateway
 from clearance_invalidator.app import Invalidator
 from clearance_runtime import bus, logs, metrics, probes, retries
 from clearance_runtime.lease import Lease
@@ -25,7 +26,7 @@ from clearance_runtime.settings import Settings
 from clearance_watcher.app import Watcher
 
 log = logs.get(__name__)
-NAMES = ("watcher", "compiler", "cache-invalidator", "decision")
+NAMES = ("watcher", "compiler", "cache-invalidator", "decision", "gateway")
 #: Seconds from SIGTERM/SIGINT to exit, at most (the contract's bound is 5 s).
 CLOSE_WITHIN = 4.0
 #: Child processes (embedded servers) to kill if the watchdog has to end the process.
@@ -102,7 +103,9 @@ async def _run_once(name: str, settings: Settings) -> None:
     redis = aioredis.from_url(settings.redis_url, max_connections=REDIS_CONNECTIONS,
                               health_check_interval=10)
     runner: Callable[[], Awaitable[None]]
-    if name == "watcher":
+    if name == "gateway":  # asks over NATS only; its Redis client is never connected
+        runner = Gateway(nc, settings).run
+    elif name == "watcher":
         # One active watcher per set of sources; replicas wait as standbys.
         sources = "-".join(s for s, on in (("manifests", settings.manifests is not None),
                                             ("kubernetes", settings.kubernetes)) if on)

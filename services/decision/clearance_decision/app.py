@@ -48,6 +48,7 @@ from clearance_runtime.cache import DecisionCache
 from clearance_runtime.reads import Reads
 from clearance_runtime.responder import Responder
 from clearance_runtime.settings import Settings
+from clearance_runtime.tokens import TokenReviews
 
 log = logs.get(__name__)
 QUEUE = "clearance-decision"
@@ -62,6 +63,8 @@ class DecisionService:
         lists, views = Lists(self._reads), Views(self._reads)
         review, operations = Reviews(self._reads), Operations(self._reads, self._cache)
         inherited = Inherited(self._reads)
+        self._tokens = TokenReviews(settings.kubeconfig,
+                                    audiences=settings.token_audience_list)
         self.routes: dict[str, Route] = route_table({
             SUBJECT_CHECK: Serve(self._checks.check),
             SUBJECT_BATCH: Serve(self._checks.batch, validate=validate_batch, whole=True),
@@ -83,7 +86,7 @@ class DecisionService:
             SUBJECT_EFFECTIVE_REACH: Serve(inherited.reach, validate=validate_reach,
                                            whole=True),
             SUBJECT_EFFECTIVE_SIMULATE: Serve(inherited.simulate, whole=True),
-        }, self._reads)
+        }, self._reads, self._tokens)
         self._responder = Responder(nc, queue=QUEUE)
         self._revision = 0
 
@@ -109,3 +112,4 @@ class DecisionService:
                 await asyncio.sleep(1.0)
         finally:
             await self._responder.stop()
+            await self._tokens.close()

@@ -58,7 +58,7 @@ class Checks:
 
     async def _check(self, request: CheckRequest, *, lookup: bool) -> CheckResult:
         revision, (result,) = await self._decider.decide(
-            request.principal,
+            request.who(),
             [BatchItem(action=request.action, resource=request.resource)],
             explain=request.explain, lookup=lookup,
         )
@@ -69,7 +69,7 @@ class Checks:
         if not request.checks:
             return BatchReply(results=[], revision=await self._reads.revision())
         revision, results = await self._decider.decide(
-            request.principal, request.checks, explain=request.explain)
+            request.who(), request.checks, explain=request.explain)
         return BatchReply(results=results, revision=revision)
 
     async def many(self, route: Route, bodies: list[bytes]) -> list[bytes]:
@@ -88,7 +88,8 @@ class Checks:
             try:
                 request = decode(body)
                 requests[index] = request
-                if cached and request.min_revision is None:
+                # A token is resolved on the slow path (its TokenReview may be a wait).
+                if cached and request.min_revision is None and request.principal is not None:
                     fast.append((index, request, cache_key(
                         request.principal,
                         BatchItem(action=request.action, resource=request.resource))))

@@ -62,7 +62,7 @@ class Lists:
             raise BadRequest("type clusters: use clearance.v1.permissions or "
                              "clearance.v1.check.batch to filter a list of clusters")
         snapshot, identity = await principal_snapshot(
-            self._reads, request.principal, clusters=[request.cluster], namespaces=None)
+            self._reads, request.who(), clusters=[request.cluster], namespaces=None)
         kind, cluster = plural(request.type), request.cluster
         base = governing(snapshot, identity, cluster, "view")
         groups = _by_namespace(snapshot, identity, cluster, items=request.items, base=base)
@@ -87,7 +87,7 @@ class Lists:
 
     async def metrics(self, request: MetricsRequest) -> MetricsReply:
         snapshot, identity = await principal_snapshot(
-            self._reads, request.principal, clusters=[request.cluster], namespaces=None)
+            self._reads, request.who(), clusters=[request.cluster], namespaces=None)
         cluster = request.cluster
         view = governing(snapshot, identity, cluster, "view_metrics")
         own = snapshot.namespaces_with_policies(cluster)
@@ -114,7 +114,7 @@ class Lists:
 
     async def custom_types(self, request: CustomTypesRequest) -> CustomTypesReply:
         clusters = None if request.cluster is None else [request.cluster]
-        snapshot, identity = await principal_snapshot(self._reads, request.principal,
+        snapshot, identity = await principal_snapshot(self._reads, request.who(),
                                                       clusters=clusters)
         names = [request.cluster] if request.cluster is not None else sorted(snapshot.labels)
         types: set[str] = set()

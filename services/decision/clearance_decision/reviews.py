@@ -71,7 +71,7 @@ class Reviews:
         return index, inventory, groups
 
     async def search_filter(self, request: SearchFilterRequest) -> SearchFilterReply:
-        principal = request.principal
+        principal = request.who()
         index, inventory, groups = await self._search_inputs(principal)
         shown = search.search_filter(
             index, principal.username, groups, inventory,
@@ -83,7 +83,7 @@ class Reviews:
                                  revision=await self._reads.revision())
 
     async def search_plan(self, request: PrincipalRequest) -> SearchPlanReply:
-        principal = request.principal
+        principal = request.who()
         index, inventory, groups = await self._search_inputs(principal)
         plan = search.search_plan(index, principal.username, groups, inventory)
         return SearchPlanReply(hub=plan.hub, managed_clusters=plan.managed_clusters,

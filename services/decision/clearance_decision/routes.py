@@ -2,8 +2,9 @@
 
 Every subject is answered by the same :class:`Route`: decode the body once into the
 subject's request Struct (``bad_request`` naming the problem), run the checks that need
-no state, wait for ``min_revision`` (``stale`` after ``timeout_ms``), call the handler,
-echo ``request_id`` and encode the reply Struct. A state store outage is
+no state, turn a ``token`` into its principal (a TokenReview, cached), wait for
+``min_revision`` (``stale`` after ``timeout_ms``), call the handler, echo ``request_id``
+and encode the reply Struct. A state store outage is
 ``unavailable``; any other error is mapped by the responder — an error, never an allow.
 
 A handler takes the request Struct that ``REQUESTS`` names for its subject and returns the
@@ -20,9 +21,11 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from clearance_core.wire import REQUESTS
+from clearance_core.errors import BadRequest
+from clearance_core.wire import REQUESTS, PrincipalBase
 from clearance_runtime.reads import STORE_OUTAGES, Reads, unavailable
 from clearance_runtime.responder import decode_request
+from clearance_runtime.tokens import TokenReviews
 
 #: request Struct -> reply Struct (typed as ``REQUESTS`` says; checked at start).
 Handler = Callable[[Any], Awaitable[Any]]
@@ -47,7 +50,8 @@ class Serve(NamedTuple):
 class Route:
     """One subject's adapter; as a responder handler it takes a body, returns a reply."""
 
-    def __init__(self, subject: str, serve: Serve, reads: Reads) -> None:
+    def __init__(self, subject: str, serve: Serve, reads: Reads,
+                 tokens: TokenReviews | None = None) -> None:
         request_type, reply_type = REQUESTS[subject]
         _check_types(subject, serve.handler, request_type, reply_type)
         self.subject = subject
@@ -56,10 +60,13 @@ class Route:
             serve.encode
         self._whole = serve.whole
         self._reads = reads
+        self._tokens = tokens
 
     def decode(self, body: bytes) -> Any:
         """The request Struct, its stateless checks passed (``BadRequest`` otherwise)."""
         request = decode_request(self._decoder, body)
+        if isinstance(request, PrincipalBase):
+            _check_principal(request)
         if self._validate is not None:
             self._validate(request)
         return request
@@ -67,6 +74,10 @@ class Route:
     async def answer(self, request: Any, body: bytes, handler: Handler | None = None) -> bytes:
         """Answer a decoded request (with ``handler`` instead of the route's, if given)."""
         try:
+            if isinstance(request, PrincipalBase) and request.token is not None:
+                if self._tokens is None:
+                    raise BadRequest("token principals are not served here")
+                request.principal = await self._tokens.principal(request.token)
             if request.min_revision is not None:
                 await self._reads.wait_for(request.min_revision, request.timeout_ms)
             if self._whole:
@@ -87,13 +98,24 @@ class Route:
         return await self.answer(self.decode(body), body)
 
 
-def route_table(serves: Mapping[str, Serve], reads: Reads) -> dict[str, Route]:
-    """One route per subject of ``REQUESTS``, in its order; every subject served."""
+def route_table(serves: Mapping[str, Serve], reads: Reads,
+                tokens: TokenReviews | None = None) -> dict[str, Route]:
+    """One route per subject of ``REQUESTS``, in its order; every subject served.
+    ``tokens`` verifies ``token`` principals (None: such requests are refused)."""
     unserved = [s for s in REQUESTS if s not in serves]
     unknown = [s for s in serves if s not in REQUESTS]
     if unserved or unknown:
         raise TypeError(f"route table: no handler for {unserved}, no subject for {unknown}")
-    return {subject: Route(subject, serves[subject], reads) for subject in REQUESTS}
+    return {subject: Route(subject, serves[subject], reads, tokens) for subject in REQUESTS}
+
+
+def _check_principal(request: PrincipalBase) -> None:
+    """Exactly one of ``principal`` and ``token`` (cache.clear: at most one), before any
+    wait: a request that names nobody, or names someone twice, is never answered."""
+    if request.principal is not None and request.token is not None:
+        raise BadRequest("invalid request: give either `principal` or `token`, not both")
+    if request.needs_principal and request.principal is None and request.token is None:
+        raise BadRequest("invalid request: a `principal` or a `token` is required")
 
 
 def _check_types(subject: str, handler: Handler, request: type, reply: type) -> None:

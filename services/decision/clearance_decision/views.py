@@ -89,12 +89,12 @@ class Views:
         self._reads = reads
 
     async def permissions(self, request: PrincipalRequest) -> PermissionsReply:
-        snapshot, identity = await principal_snapshot(self._reads, request.principal,
+        snapshot, identity = await principal_snapshot(self._reads, request.who(),
                                                       clusters=None)
         return PermissionsReply(clusters=permissions(snapshot, identity),
                                 revision=snapshot.revision)
 
     async def policies(self, request: PrincipalRequest) -> PoliciesReply:
-        snapshot, identity = await principal_snapshot(self._reads, request.principal,
+        snapshot, identity = await principal_snapshot(self._reads, request.who(),
                                                       clusters=[])
         return PoliciesReply(policies=policies(snapshot, identity), revision=snapshot.revision)

@@ -37,14 +37,13 @@ from typing import Any
 
 import aiohttp
 import kubernetes_asyncio.client
-import kubernetes_asyncio.config
 import msgspec
 from kubernetes_asyncio.client import ApiException
 
 from clearance_core.errors import ClearanceError
 from clearance_core.registry import WATCHED
 from clearance_core.wire import EventType
-from clearance_runtime import logs, retries
+from clearance_runtime import kubeclient, logs, retries
 from clearance_watcher.ledger import Sink
 
 log = logs.get(__name__)
@@ -77,16 +76,8 @@ class _Cursor:
 
 async def api_client(kubeconfig: Path | None) -> kubernetes_asyncio.client.ApiClient:
     """An API client from the kubeconfig file, or from the pod's service account."""
-    cfg = kubernetes_asyncio.client.Configuration()
-    if kubeconfig is None:
-        kubernetes_asyncio.config.load_incluster_config(  # type: ignore[no-untyped-call]
-            client_configuration=cfg)
-    else:
-        await kubernetes_asyncio.config.load_kube_config(config_file=str(kubeconfig),
-                                                         client_configuration=cfg)
     # Every kind holds a watch connection; a smaller pool would make a LIST wait.
-    cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize, len(WATCHED) + 4)
-    return kubernetes_asyncio.client.ApiClient(cfg)
+    return await kubeclient.api_client(kubeconfig, pool_size=len(WATCHED) + 4)
 
 
 class KubeSource:

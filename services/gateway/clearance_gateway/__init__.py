@@ -1,0 +1,1 @@
+"""The gateway: HTTPS interfaces users already have, answered over NATS."""

@@ -1,0 +1,85 @@
+"""Asking the decision service over NATS, and the HTTP side of its answers.
+
+The gateway holds no state and reads no store: every answer is a request on a
+``clearance.v1.*`` subject. An error reply becomes the error of the contract's one
+hierarchy; no reply at all (no responders, a timeout, a closed connection) is
+``unavailable``. Each maps to an HTTP status, so an HTTP client sees a failure as a
+failure — never as a decision.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import nats.errors
+from aiohttp import web
+from nats.aio.client import Client
+
+from clearance_core.errors import (
+    BadRequest,
+    Internal,
+    NotFound,
+    RequestError,
+    Stale,
+    Unavailable,
+)
+from clearance_core.wire.limits import MAX_DEPTH, nesting_exceeds
+
+_ERRORS: dict[str, type[RequestError]] = {
+    "bad_request": BadRequest, "not_found": NotFound, "stale": Stale,
+    "unavailable": Unavailable, "internal": Internal,
+}
+#: HTTP status per contract error code: the caller's fault is 4xx, the system's 5xx.
+HTTP_STATUS = {"bad_request": 400, "not_found": 404, "stale": 503, "unavailable": 503,
+               "internal": 500}
+#: Bytes of an HTTP request body: an AuthZEN batch of 10,000 evaluations fits.
+MAX_BODY = 8 * 1024 * 1024
+_encode = msgspec.json.Encoder().encode
+
+
+class Upstream:
+    def __init__(self, nc: Client, *, timeout: float) -> None:
+        self._nc = nc
+        self._timeout = timeout
+
+    async def ask(self, subject: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The decision service's reply to ``body`` on ``subject``; its error reply, or
+        no reply, raised as the contract's error."""
+        try:
+            msg = await self._nc.request(subject, _encode(body), timeout=self._timeout)
+        except (nats.errors.Error, TimeoutError) as exc:
+            raise Unavailable(f"decision service unreachable over NATS: "
+                              f"{type(exc).__name__}") from None
+        try:
+            reply = msgspec.json.decode(msg.data)
+        except msgspec.DecodeError:
+            raise Internal("decision service reply is not JSON") from None
+        if not isinstance(reply, dict):
+            raise Internal("decision service reply is not a JSON object")
+        error = reply.get("error")
+        if isinstance(error, dict):
+            kind = _ERRORS.get(str(error.get("code")), Internal)
+            raise kind(str(error.get("message", "")))
+        return reply
+
+
+async def json_object(request: web.Request) -> dict[str, Any]:
+    """The request's body as a JSON object; ``BadRequest`` for anything else."""
+    try:
+        body = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise BadRequest(f"request body exceeds {MAX_BODY} bytes") from None
+    if nesting_exceeds(body):
+        raise BadRequest(f"request nests deeper than the limit of {MAX_DEPTH} levels")
+    try:
+        doc = msgspec.json.decode(body)
+    except (msgspec.DecodeError, RecursionError, UnicodeError):
+        raise BadRequest("request body is not valid JSON") from None
+    if not isinstance(doc, dict):
+        raise BadRequest("request body is not a JSON object")
+    return doc
+
+
+def status_of(exc: RequestError) -> int:
+    return HTTP_STATUS.get(exc.code, 500)
