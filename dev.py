@@ -32,7 +32,7 @@ def _fingerprint() -> str:
 
 
 def ensure_venv() -> None:
-    if sys.version_info < (3, 11):
+    if sys.version_info < (3, 11):  # noqa: UP036 - said plainly to an older Python
         raise SystemExit("Clearance needs Python 3.11 or newer")
     if STAMP.exists() and STAMP.read_text() == _fingerprint() and (BIN / "clearance").exists():
         return

@@ -18,6 +18,7 @@ per cached decision. Run by ``bench/run.py`` (``python3 dev.py bench``) or alone
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import statistics
 import sys
@@ -30,6 +31,7 @@ import nats
 import redis.asyncio as aioredis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run  # the bench's process helpers (run.py imports this module in its main)
 from loadgen import load, pct, warm
 
 from clearance_core.resources import decision_digest, principal_digest
@@ -91,7 +93,7 @@ async def publish(js: Any, obj: dict[str, Any]) -> int:
 async def settled(r: aioredis.Redis, seq: int) -> float:
     """Seconds until the system revision reaches ``seq`` (polled every 0.5 ms)."""
     started = time.perf_counter()
-    while int(await r.get(keys.INVALIDATED_REV) or 0) < seq:
+    while int(await r.get(keys.INVALIDATED_REV) or 0) < seq:  # noqa: ASYNC110 - measured
         await asyncio.sleep(0.0005)
     return time.perf_counter() - started
 
@@ -199,15 +201,13 @@ async def answering(nc: Any) -> None:
         try:
             await nc.request("clearance.v1.status", b"{}", timeout=2)
             return
-        except Exception:  # noqa: BLE001 - not up yet
+        except Exception:  # not up yet
             await asyncio.sleep(0.2)
 
 
 async def scale_out(nc: Any, env: dict[str, str], echo_rps: float, seconds: float
                     ) -> dict[str, Any]:
     """Uncached checks/s with N decision processes in the queue group (N = 1, 2, 4)."""
-    import run  # the bench's process helpers (run.py imports this module lazily)
-
     out: dict[str, Any] = {}
     bodies = uncached_bodies(400_000)
     offset = 0
@@ -254,19 +254,15 @@ async def policy_scaling(nc: Any, js: Any, r: aioredis.Redis) -> dict[str, Any]:
 
 
 async def main() -> None:
-    import argparse
-
-    import run
-
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=3.0)
     args = parser.parse_args()
-    results = await measure_all(run, args.seconds)
+    results = await measure_all(args.seconds)
     print(msgspec.json.format(msgspec.json.encode(results)).decode())
     print(report(results))
 
 
-async def measure_all(run: Any, seconds: float) -> dict[str, Any]:
+async def measure_all(seconds: float) -> dict[str, Any]:
     """Everything above on one fresh system (servers, compiler, invalidator, decision)."""
     srv = run.start_servers("clearance-fresh-")
     procs = [run.spawn([run.CLEARANCE, "run", name], srv.env)

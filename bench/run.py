@@ -249,6 +249,9 @@ async def main() -> None:
                         help="measure the echo and the reviews only")
     parser.add_argument("--no-inherit", action="store_true",
                         help="skip the inherited AccessPolicy figures (about 45 s)")
+    parser.add_argument("--no-freshness", action="store_true",
+                        help="skip freshness, precision and scale-out (bench/freshness.py, "
+                             "about 2 min)")
     args = parser.parse_args()
     nats_srv, valkey_srv, nats_url, redis_url, env = start_servers("clearance-bench-")
     procs = [spawn([CLEARANCE, "run", name], env)
@@ -292,6 +295,11 @@ async def main() -> None:
     finally:
         teardown(procs, [valkey_srv, nats_srv])
     report(results)
+    if not args.rbac_only and not args.no_freshness:
+        import freshness  # noqa: PLC0415 - it imports this module for its process helpers
+
+        results["freshness"] = await freshness.measure_all(args.seconds)
+        print(freshness.report(results["freshness"]))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

@@ -90,6 +90,13 @@ async def revision(redis: aioredis.Redis) -> int:
     return int(await redis.get(keys.INVALIDATED_REV) or 0)
 
 
+def build_target(built: bytes | str | int) -> int:
+    """The stream sequence a build must reach: ``clr:built`` is "<target>:<build id>"
+    (a bare number from before builds carried an id)."""
+    text = built.decode() if isinstance(built, bytes) else str(built)
+    return int(text.partition(":")[0])
+
+
 def rebuilding(revision: int, built: bytes | str | int | None) -> Unavailable | None:
     """The error to answer while the compiled state is not whole: the store lost it
     (``clr:built`` gone: flushed, restarted empty, never built) or its rebuild has not
@@ -98,7 +105,7 @@ def rebuilding(revision: int, built: bytes | str | int | None) -> Unavailable | 
     revision lower than one already announced; after it, both are whole again."""
     if built is None or built is False:
         return Unavailable("the compiled state is lost; it is being rebuilt from the stream")
-    target = int(built)
+    target = build_target(built)
     if revision < target:
         return Unavailable(f"the compiled state is being rebuilt from the stream "
                            f"(revision {revision} of {target})")

@@ -6,7 +6,8 @@ two keys collide (a ClusterPulse defect: ``policy:{ns}:{name}`` vs ``policy:user
 
 Compiled state (written only by the compiler, in one fenced Lua script per event):
     clr:rev                 last stream sequence folded (the compiler's checkpoint)
-    clr:built               set (with a wipe of all derived keys) when the compiler starts
+    clr:built               "<target seq>:<build id>", set (with a wipe of all derived keys)
+                            when the compiler starts
                             building from the stream's first event; no per-event write
                             touches it, so a store holding a checkpoint without it was
                             flushed or replaced underneath and holds part of the state

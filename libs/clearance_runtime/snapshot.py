@@ -40,7 +40,9 @@ _CLUSTER_FIELD = location(hierarchy.cluster(""))[1]  # + the cluster's name
 _SNAPSHOT = f"""
 local irev = redis.call('GET', '{keys.INVALIDATED_REV}') or '0'
 local built = redis.call('GET', '{keys.BUILT}')
-if not built or tonumber(irev) < tonumber(built) then return {{irev, built}} end
+if not built or tonumber(irev) < tonumber(string.match(built, '^%d+')) then
+  return {{irev, built}}
+end
 -- The state's identity for the cache's write fence: checkpoint and build together.
 local crev = (redis.call('GET', '{keys.REV}') or '0') .. '@' .. built
 local username, email = ARGV[1], ARGV[2]

@@ -10,6 +10,7 @@ no-op (the compiler skips it), so folding is idempotent.
 from __future__ import annotations
 
 import contextlib
+import secrets
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -201,7 +202,12 @@ class StateStore:
     async def wipe(self, target: int) -> int:
         """Delete all derived state and start a build from the first event; decisions are
         unavailable until the system revision reaches ``target`` (atomic)."""
-        return int(await self._wipe(args=[target, self._unset_flag]))
+        # The build's id makes two builds to the same target different states to every
+        # reader that holds state (mirrors, the cache's write fence): the stream they
+        # replay may have changed between them (only the latest message per object is
+        # kept), so the same revision need not mean the same state.
+        build = f"{target}:{secrets.token_hex(8)}"
+        return int(await self._wipe(args=[build, self._unset_flag]))
 
     async def load_model(self) -> Model:
         """The compiled state, for the compiler to hold in memory (one round trip)."""

@@ -17,7 +17,7 @@ import redis.asyncio as aioredis
 from clearance_invalidator.app import Invalidator
 from clearance_runtime import health, keys
 from clearance_runtime.cache import DecisionCache, Entry
-from clearance_runtime.state import ChangeRecord
+from clearance_runtime.state import ChangeRecord, StateStore
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
 from tests.unit.policies import policy
@@ -161,3 +161,22 @@ async def test_an_answer_from_before_a_rebuild_is_not_cached_into_it(
     await r.mset({keys.BUILT: 9})  # flushed and rebuilt, back at revision 7
     assert await cache.store("7@5", [entry]) == 0
     await r.aclose()
+
+
+async def test_two_builds_to_the_same_target_are_told_apart(clean_servers: Servers) -> None:
+    """A rebuild may replay a stream that changed since the last build to the same end
+    (only the latest message per object is kept), so equal revisions need not be equal
+    states: each build has its own id, which the cache fence and mirrors compare."""
+    r = aioredis.Redis.from_url(clean_servers.redis_url)
+    try:
+        store = StateStore(r)
+        await store.wipe(5)
+        first = await r.get(keys.BUILT)
+        await store.wipe(5)
+        second = await r.get(keys.BUILT)
+        assert first != second
+        assert health.build_target(first) == health.build_target(second) == 5
+        assert health.rebuilding(4, second) is not None
+        assert health.rebuilding(5, second) is None
+    finally:
+        await r.aclose()

@@ -122,17 +122,18 @@ class Checks:
                       replies: list[bytes | None]) -> None:
         """The cache misses answered together (one probe, one store); any that fails is
         left to the slow path, which answers it alone with its own error."""
-        asked = [(i, request) for i in missed if (request := requests[i]) is not None]
+        asked = [(i, request, principal) for i in missed
+                 if (request := requests[i]) is not None
+                 and (principal := request.principal) is not None]
         try:
             answers = await self._decider.misses([
-                (request.principal, BatchItem(action=request.action,
-                                              resource=request.resource))
-                for _, request in asked])
-        except STORE_OUTAGES as exc:
-            raise unavailable(exc) from None
+                (principal, BatchItem(action=request.action, resource=request.resource))
+                for _, request, principal in asked])
+        except Exception:  # each is then answered alone, failing with its own error
+            return
         if answers is None:
             return
-        for (index, request), answer in zip(asked, answers, strict=True):
+        for (index, request, _), answer in zip(asked, answers, strict=True):
             if isinstance(answer, Exception):
                 continue
             if not request.explain:
