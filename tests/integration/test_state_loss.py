@@ -174,7 +174,7 @@ async def test_two_builds_to_the_same_target_are_told_apart(clean_servers: Serve
         first = await r.get(keys.BUILT)
         await store.wipe(5)
         second = await r.get(keys.BUILT)
-        assert first != second
+        assert first is not None and second is not None and first != second
         assert health.build_target(first) == health.build_target(second) == 5
         assert health.rebuilding(4, second) is not None
         assert health.rebuilding(5, second) is None
