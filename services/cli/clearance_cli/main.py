@@ -2,6 +2,7 @@
 
     clearance up                    embedded NATS + Valkey, all services, examples/ loaded
     clearance run all|<service>     services against CLEARANCE_NATS_URL / CLEARANCE_REDIS_URL
+    clearance console               the ops console (web page) against CLEARANCE_NATS_URL
     clearance check ...             ask a question over NATS (what a client sends)
     clearance can-i / who-can ...   RBAC reviews, like kubectl auth
     clearance effective TARGET      an inherited AccessPolicy's effect on a target
@@ -22,6 +23,7 @@ from pathlib import Path
 import uvloop
 
 from clearance_cli import client, embedded, inherited, schemas, services
+from clearance_console.app import url as console_url
 from clearance_runtime import logs
 from clearance_runtime.settings import Settings
 
@@ -37,8 +39,14 @@ def _parser() -> argparse.ArgumentParser:
                     help="manifest directory (default examples/, or CLEARANCE_MANIFESTS)")
     up.add_argument("--nats-port", type=int, default=4222)
     up.add_argument("--redis-port", type=int, default=6379)
+    up.add_argument("--console-port", type=int, default=8080,
+                    help="the ops console's port on 127.0.0.1 (taken: a free one)")
     run = sub.add_parser("run", help="run services against existing servers")
     run.add_argument("service", choices=["all", *services.NAMES])
+    console = sub.add_parser("console", help="serve the ops console (a web page)")
+    console.add_argument("--host", default="127.0.0.1",
+                         help="address to listen on (default 127.0.0.1: it has no login)")
+    console.add_argument("--port", type=int, default=8080)
     check = sub.add_parser("check", help="ask one access question")
     check.add_argument("--user", required=True)
     check.add_argument("--group", action="append", default=[])
@@ -83,6 +91,9 @@ def main(argv: list[str] | None = None) -> None:
     with contextlib.suppress(KeyboardInterrupt):
         if args.command == "up":
             embedded.up(args, settings)
+        elif args.command == "console":
+            print(f"Clearance console: {console_url(args.host, args.port)}", flush=True)
+            uvloop.run(services.run_services([], settings, console=(args.host, args.port)))
         else:
             names = list(services.NAMES) if args.service == "all" else [args.service]
             uvloop.run(services.run_services(names, settings))
