@@ -218,9 +218,11 @@ function renderSimulate(d) {
   const targets = (r.targets || []).map((t) => {
     const where = `${t.target.kind} ${t.target.cluster ? t.target.cluster + "/" : ""}${t.target.name}`;
     const lines = [
-      ...Object.entries(t.added || {}).map(([n, e]) => `<div>+ <b>${esc(n)}</b> from ${esc(e.source)} (${esc(e.block)})</div>`),
+      ...Object.entries(t.added || {}).map(([n, e]) => `<div>+ <b>${esc(n)}</b> from ${esc(e.source)} (${esc(e.block)}):
+        <code>${esc(JSON.stringify(e.rule))}</code></div>`),
       ...(t.removed || []).map((n) => `<div>− <b>${esc(n)}</b></div>`),
-      ...Object.entries(t.changed || {}).map(([n, e]) => `<div>~ <b>${esc(n)}</b> now from ${esc(e.source)} (${esc(e.block)})</div>`)];
+      ...Object.entries(t.changed || {}).map(([n, e]) => `<div>~ <b>${esc(n)}</b> now from ${esc(e.source)} (${esc(e.block)}):
+        <code>${esc(JSON.stringify(e.rule))}</code></div>`)];
     return `<tr><td>${esc(where)}</td><td>${lines.join("")}</td></tr>`;
   });
   const status = Object.entries(r.status || {}).map(([p, s]) =>
