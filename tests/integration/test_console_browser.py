@@ -39,6 +39,8 @@ CHROMEDRIVER = Path("/usr/bin/chromedriver")
 CHROMIUM = Path("/usr/bin/chromium")
 CLEARANCE = str(Path(sys.executable).parent / "clearance")
 T = TypeVar("T")
+#: What the page shows for a number it does not have (an en dash).
+NO_VALUE = "\u2013"
 
 
 @pytest.fixture(scope="module")
@@ -153,8 +155,9 @@ async def test_console_views_and_playground(browser: WebDriver, clean_servers: S
     env = {**os.environ, "CLEARANCE_NATS_URL": clean_servers.nats_url,
            "CLEARANCE_REDIS_URL": clean_servers.redis_url,
            "CLEARANCE_MANIFESTS": str(manifests), "CLEARANCE_MANIFEST_POLL": "0.05"}
-    console = subprocess.Popen([CLEARANCE, "console", "--port", str(port)], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    console = subprocess.Popen(  # noqa: ASYNC220  (started, not waited for, here)
+        [CLEARANCE, "console", "--port", str(port)], env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     shots = [tmp_path]
     if os.environ.get("CLEARANCE_CONSOLE_SCREENSHOTS"):
         shots.append(Path(os.environ["CLEARANCE_CONSOLE_SCREENSHOTS"]))
@@ -171,8 +174,9 @@ async def test_console_views_and_playground(browser: WebDriver, clean_servers: S
         await until(lambda: text(browser, "#conn"), lambda t: t == "live", within=15,
                     what="the page's live stream")
         # After the console: it hears every status as the examples load.
-        services = subprocess.Popen([CLEARANCE, "run", "all"], env=env,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        services = subprocess.Popen(  # noqa: ASYNC220  (started, not waited for, here)
+            [CLEARANCE, "run", "all"], env=env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         revision = await system.settle(timeout=30)
         await live_numbers_move(page, system, revision)
         await policies_by_state(page, system)
@@ -195,7 +199,7 @@ async def live_numbers_move(page: Page, system: System, revision: int) -> None:
                 lambda h: h == ["healthy"] * 4, what="four healthy services")
     await until(lambda: texts(driver, "#services td.revision"),
                 lambda r: r == [str(revision)] * 4, what="every service at the revision")
-    assert await off_loop(text, driver, "#cache-hit-rate") == "–"  # idle: the probe is not
+    assert await off_loop(text, driver, "#cache-hit-rate") == NO_VALUE  # idle: the probe is not
     for _ in range(20):  # traffic: one miss, then hits
         await system.check("alice", "prod-us-east", groups=["platform-team"])
     await until(lambda: text(driver, "#cache-hit-rate"), lambda t: t.endswith("%"),
@@ -204,7 +208,7 @@ async def live_numbers_move(page: Page, system: System, revision: int) -> None:
         text, driver, '#flows tr[data-flow="events.managedcluster"] .total'))
     assert clusters_seen == 5  # the example fleet's ManagedClusters
     invalidations = number(await off_loop(text, driver, "#inval-total"))
-    await until(lambda: text(driver, "#latency-p50"), lambda t: t != "–",
+    await until(lambda: text(driver, "#latency-p50"), lambda t: t != NO_VALUE,
                 what="decision latency")
     await page.shoot("live")
     system.write("new-cluster.yaml", cluster("qa-west", environment="qa"))
