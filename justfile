@@ -43,3 +43,8 @@ lint:
 # Regenerate proto-schemas/ from the msgspec Structs.
 schemas:
     {{venv}}/clearance schemas
+
+# The ops console's views photographed into docs/console/ (the browser test, run with
+# CLEARANCE_CONSOLE_SCREENSHOTS set; README "Ops console" shows them).
+screenshots:
+    CLEARANCE_CONSOLE_SCREENSHOTS={{justfile_directory()}}/docs/console {{venv}}/python -m pytest -q -p no:cacheprovider tests/integration/test_console_browser.py

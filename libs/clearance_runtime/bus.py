@@ -8,6 +8,7 @@ it from the start rebuilds the complete current state.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -37,8 +38,11 @@ def redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-async def connect(url: str, *, name: str) -> Client:
-    """Connect, retrying until the server answers; reconnect for ever afterwards."""
+async def connect(url: str, *, name: str,
+                  error_cb: Callable[[Exception], Awaitable[None]] | None = None) -> Client:
+    """Connect, retrying until the server answers; reconnect for ever afterwards.
+    ``error_cb`` hears the asynchronous errors (a refused subscription is only reported
+    there) instead of the default, which logs them."""
 
     async def _error(exc: Exception) -> None:
         log.warning("nats_error", error=str(exc))
@@ -57,7 +61,7 @@ async def connect(url: str, *, name: str) -> Client:
             reconnect_time_wait=0.5,
             connect_timeout=2,
             allow_reconnect=True,
-            error_cb=_error,
+            error_cb=error_cb or _error,
             disconnected_cb=_disconnected,
             reconnected_cb=_reconnected,
         )

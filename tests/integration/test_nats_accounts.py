@@ -17,12 +17,14 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import msgspec
 import nats
 import pytest
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
+from clearance_console import app as console_app
 from clearance_runtime import servers
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, group
@@ -62,7 +64,8 @@ MAY_SUBSCRIBE = {
     "producer": [],
     "client": ["clearance.decisions.changed"],
     "author": ["clearance.decisions.changed", "clearance.status.>"],
-    "operator": ["clearance.decisions.changed", "clearance.status.>"],
+    # The ops console counts the event flow per kind (README "Ops console").
+    "operator": ["clearance.decisions.changed", "clearance.status.>", "clearance.events.>"],
 }
 SUBSCRIBE_UNIVERSE = [
     "clearance.decisions.changed", "clearance.status.>",
@@ -241,6 +244,51 @@ async def test_clearance_runs_as_service_and_answers_client_and_operator(
         await operator.nc.close()
         await system.close()
         cleanup = await nats.connect(service_url)  # the other tests make their own stream
+        await cleanup.jetstream().delete_stream("CLEARANCE_EVENTS")
+        await cleanup.close()
+
+
+async def test_ops_console_works_as_operator(
+        secured: str, clean_servers: Servers, tmp_path: Path) -> None:
+    """The console needs nothing but the operator role: it sees the event flow per kind
+    (no permission refused), the status, policies by state, and answers the playground."""
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    service_url = secured.replace("://", f"://service:{PASSWORDS['service']}@")
+    operator_url = secured.replace("://", f"://operator:{PASSWORDS['operator']}@")
+    system = System(service_url, clean_servers.redis_url, manifests)
+    port = servers.free_port()
+    started = asyncio.Event()
+    console = asyncio.create_task(console_app.run(operator_url, port=port, started=started))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        await asyncio.wait_for(started.wait(), 10)
+        await system.start()
+        system.write("all.yaml", cluster("prod-east", env="prod"), group("team", "alice"),
+                     policy("team", groups=["team"], default="all"))
+        await system.settle()
+        async with aiohttp.ClientSession() as http:
+            for _ in range(100):
+                async with http.get(f"{base}/api/live") as response:
+                    live = await response.json()
+                if (live["revision"] and "events.monitoraccesspolicy" in live["flows"]
+                        and live["policies"]["counts"]["Active"] == 1):
+                    break
+                await asyncio.sleep(0.1)
+            assert live["events_denied"] is None
+            assert {"events.managedcluster", "events.group", "decisions.changed",
+                    "status.monitoraccesspolicy"} <= set(live["flows"])
+            assert [s["healthy"] for s in live["services"]] == [True] * 4
+            async with http.post(f"{base}/api/play/explain", json={
+                    "username": "alice", "cluster": "prod-east"}) as response:
+                reply = (await response.json())["reply"]
+        assert (reply["decision"], reply["trace"][0]["outcome"]) == ("allow", "decided")
+    finally:
+        console.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await console
+        await system.close()
+        cleanup = await nats.connect(service_url)
         await cleanup.jetstream().delete_stream("CLEARANCE_EVENTS")
         await cleanup.close()
 

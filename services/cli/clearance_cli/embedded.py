@@ -19,6 +19,7 @@ import uvloop
 
 from clearance_cli import services
 from clearance_gateway import tls
+from clearance_console.app import url as console_url
 from clearance_runtime import servers
 from clearance_runtime.settings import Settings
 
@@ -39,12 +40,13 @@ def endpoints_file(state: Path = Path(".clearance")) -> Path:
 
 
 def _banner(nats_url: str, redis_url: str, manifests: Path, gateway: str,
-            certificate: Path) -> str:
+            certificate: Path, console: str) -> str:
     return f"""
 Clearance is up.
   NATS   {nats_url}   (JetStream stream CLEARANCE_EVENTS)
   Valkey {redis_url}
   HTTPS  {gateway}   (webhook authorizer /authorize, AuthZEN /access/v1/evaluation[s])
+  Console {console}   (ops console: live state and a playground)
   manifests watched: {manifests}  (edit, add or delete files: decisions follow)
 
 Ask a question (in another terminal):
@@ -71,7 +73,10 @@ def up(args: argparse.Namespace, settings: Settings) -> None:
         valkey_srv.start()
         # If a stop ever has to be forced, the servers go with the process.
         services.CHILDREN.extend(s.proc for s in (nats_srv, valkey_srv) if s.proc)
-        endpoints_file(state).write_text(json.dumps({"nats": nats_url, "redis": redis_url}))
+        console_port = _port(args.console_port)
+        endpoints_file(state).write_text(json.dumps({
+            "nats": nats_url, "redis": redis_url,
+            "console": console_url("127.0.0.1", console_port)}))
         os.environ["CLEARANCE_NATS_URL"] = nats_url
         os.environ["CLEARANCE_REDIS_URL"] = redis_url
         # The gateway's self-signed certificate stays with the state, so that a client
@@ -84,8 +89,10 @@ def up(args: argparse.Namespace, settings: Settings) -> None:
         )
         gateway = f"https://127.0.0.1:{gateway_port}"
         certificate = settings.gateway_tls_cert or tls_dir / tls.CERT_FILE
-        print(_banner(nats_url, redis_url, manifests, gateway, certificate), flush=True)
-        uvloop.run(services.run_services(services.NAMES, run_settings))
+        print(_banner(nats_url, redis_url, manifests, gateway, certificate,
+                      console_url("127.0.0.1", console_port)), flush=True)
+        uvloop.run(services.run_services(services.NAMES, run_settings,
+                                         console=("127.0.0.1", console_port)))
         print("\nstopped.", flush=True)
     finally:
         # Within the 5 s a stop may take (services have had at most ~2 s of it): both

@@ -2,6 +2,7 @@
 
     clearance up                    embedded NATS + Valkey, all services, examples/ loaded
     clearance run all|<service>     services against CLEARANCE_NATS_URL / CLEARANCE_REDIS_URL
+    clearance console               the ops console (web page) against CLEARANCE_NATS_URL
     clearance check ...             ask a question over NATS (what a client sends)
     clearance can-i / who-can ...   RBAC reviews, like kubectl auth
     clearance effective TARGET      an inherited AccessPolicy's effect on a target
@@ -23,6 +24,7 @@ import msgspec
 import uvloop
 
 from clearance_cli import client, embedded, inherited, schemas, services
+from clearance_console.app import url as console_url
 from clearance_runtime import logs
 from clearance_runtime.settings import Settings
 
@@ -41,6 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--gateway-port", type=int, default=None,
                     help="the gateway's HTTPS port (default CLEARANCE_GATEWAY_PORT, 8443; "
                          "a free one if taken)")
+    up.add_argument("--console-port", type=int, default=8080,
+                    help="the ops console's port on 127.0.0.1 (taken: a free one)")
     run = sub.add_parser("run", help="run services against existing servers")
     run.add_argument("service", choices=["all", *services.NAMES])
     run.add_argument("--gateway-port", type=int, default=None,
@@ -50,6 +54,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--tls-key", type=Path, default=None,
                      help="the gateway's PEM key (CLEARANCE_GATEWAY_TLS_KEY); with neither: "
                           "a self-signed pair for local use")
+    console = sub.add_parser("console", help="serve the ops console (a web page)")
+    console.add_argument("--host", default="127.0.0.1",
+                         help="address to listen on (default 127.0.0.1: it has no login)")
+    console.add_argument("--port", type=int, default=8080)
     check = sub.add_parser("check", help="ask one access question")
     check.add_argument("--user", required=True)
     check.add_argument("--group", action="append", default=[])
@@ -94,6 +102,9 @@ def main(argv: list[str] | None = None) -> None:
     with contextlib.suppress(KeyboardInterrupt):
         if args.command == "up":
             embedded.up(args, settings)
+        elif args.command == "console":
+            print(f"Clearance console: {console_url(args.host, args.port)}", flush=True)
+            uvloop.run(services.run_services([], settings, console=(args.host, args.port)))
         else:
             names = list(services.NAMES) if args.service == "all" else [args.service]
             uvloop.run(services.run_services(names, _gateway_flags(args, settings)))

@@ -17,6 +17,7 @@ import structlog
 from nats.aio.client import Client
 
 from clearance_compiler.app import Compiler
+from clearance_console import app as console_app
 from clearance_decision.app import DecisionService
 from clearance_gateway.app import Gateway
 from clearance_invalidator.app import Invalidator
@@ -140,9 +141,19 @@ async def _run_once(name: str, settings: Settings) -> None:
                 await redis.aclose()
 
 
-async def run_services(names: Sequence[str], settings: Settings) -> None:
+async def run_console(settings: Settings, host: str, port: int) -> None:
+    """The ops console, restarted after a back-off if it fails (it holds no state worth
+    keeping: its rates start afresh)."""
+    structlog.contextvars.bind_contextvars(service="console")
+    run = functools.partial(console_app.run, settings.nats_url, host=host, port=port)
+    await retries.forever("service", run, on=retries.any_error, backoff=retries.FAILURE)
+
+
+async def run_services(names: Sequence[str], settings: Settings, *,
+                       console: tuple[str, int] | None = None) -> None:
     """Run until every service ends or SIGINT/SIGTERM arrives; then stop them cleanly
-    (in-flight requests finish, connections drain) and return."""
+    (in-flight requests finish, connections drain) and return. ``console``: also serve
+    the ops console on that host and port."""
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
     assert main is not None
@@ -167,6 +178,8 @@ async def run_services(names: Sequence[str], settings: Settings) -> None:
                                            max_lag=settings.ready_max_lag), name="probes")
             for name in names:
                 group.create_task(run_service(name, settings), name=name)
+            if console is not None:
+                group.create_task(run_console(settings, *console), name="console")
     except asyncio.CancelledError:
         if not stopping.is_set():
             raise

@@ -1,0 +1,1 @@
+"""The ops console: a web page over public NATS subjects (README "Ops console")."""

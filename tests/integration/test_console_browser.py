@@ -1,0 +1,280 @@
+"""The ops console in a real headless browser (Debian's chromium, driven by Selenium
+through /usr/bin/chromedriver) against a real system: the example fleet on the session's
+NATS and Valkey, the services of ``tests/integration/harness.py``, and ``clearance
+console`` as its own process. Each view is loaded and read as an operator would; live
+numbers must move after an event; each playground action is run and its answer read.
+
+Every view is photographed into the test's directory, and into ``docs/console/`` when
+``CLEARANCE_CONSOLE_SCREENSHOTS`` names that directory (``python3 dev.py screenshots``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import nats
+import pytest
+from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+
+from clearance_runtime import servers
+from tests.conftest import Servers
+from tests.integration.harness import System, cluster
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+CHROMIUM = Path("/usr/bin/chromium")
+CLEARANCE = str(Path(sys.executable).parent / "clearance")
+T = TypeVar("T")
+#: What the page shows for a number it does not have (an en dash).
+NO_VALUE = "\u2013"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[WebDriver]:
+    if not (CHROMEDRIVER.exists() and CHROMIUM.exists()):
+        pytest.fail("the console's browser tests need Debian's chromium and chromium-driver "
+                    "(/usr/bin/chromium, /usr/bin/chromedriver): `python3 dev.py test` "
+                    "installs them when run as root, else run "
+                    "`sudo apt-get install -y chromium chromium-driver`")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                     "--disable-gpu", "--window-size=1400,1000"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    driver.implicitly_wait(0)
+    yield driver
+    driver.quit()
+
+
+async def off_loop(call: Callable[..., T], *args: Any) -> T:
+    """Selenium blocks; the services run on this test's event loop, so every browser
+    call runs in a thread."""
+    return await asyncio.to_thread(call, *args)
+
+
+async def until(read: Callable[[], T], accept: Callable[[T], bool], *, within: float = 10.0,
+                what: str = "") -> T:
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            value = await off_loop(read)
+            if accept(value):
+                return value
+        except WebDriverException:
+            value = None  # type: ignore[assignment]  (not rendered yet)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what or 'condition'} not met; last read {value!r}")
+        await asyncio.sleep(0.1)
+
+
+def text(driver: WebDriver, css: str) -> str:
+    return str(driver.find_element(By.CSS_SELECTOR, css).text)
+
+
+def texts(driver: WebDriver, css: str) -> list[str]:
+    return [str(e.text) for e in driver.find_elements(By.CSS_SELECTOR, css)]
+
+
+def attributes(driver: WebDriver, css: str, name: str) -> list[str]:
+    return [str(e.get_attribute(name)) for e in driver.find_elements(By.CSS_SELECTOR, css)]
+
+
+def number(value: str) -> int:
+    return int(value.replace(",", "")) if value.strip().lstrip("-").replace(",", "").isdigit() \
+        else -1
+
+
+class Page:
+    def __init__(self, driver: WebDriver, base: str, shots: list[Path]) -> None:
+        self.driver, self.base, self.shots = driver, base, shots
+
+    async def open(self, view: str) -> None:
+        await off_loop(self.driver.get, f"{self.base}#{view}")
+
+    async def shoot(self, name: str) -> None:
+        for directory in self.shots:
+            await off_loop(self.driver.save_screenshot, str(directory / f"{name}.png"))
+
+    async def ask(self, view: str, fields: dict[str, str]) -> None:
+        """Fill the playground form of ``view`` and submit; wait for the answer."""
+        await self.open(view)
+
+        def fill() -> None:
+            form = self.driver.find_element(By.ID, f"{view}-form")
+            for name, value in fields.items():
+                field = form.find_element(By.NAME, name)
+                field.clear()
+                field.send_keys(value)
+            form.find_element(By.TAG_NAME, "button").click()
+
+        await off_loop(fill)
+        await until(lambda: self.driver.find_element(By.ID, f"{view}-result")
+                    .get_attribute("data-state"), lambda s: s == "done", what=f"{view} answer")
+
+
+async def listening(port: int, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+            return
+        except OSError:
+            assert process.poll() is None, "clearance console exited"
+            assert time.monotonic() < deadline, "clearance console is not listening"
+            await asyncio.sleep(0.1)
+
+
+def invalid_policy() -> dict[str, Any]:
+    return {"apiVersion": "clusterpulse.io/v1alpha1", "kind": "MonitorAccessPolicy",
+            "metadata": {"name": "broken", "namespace": "clusterpulse"},
+            "spec": {"identity": {"priority": -1, "subjects": {"groups": ["sre"]}},
+                     "access": {"effect": "Allow"}, "scope": {"clusters": {"default": "all"}}}}
+
+
+async def test_console_views_and_playground(browser: WebDriver, clean_servers: Servers,
+                                            tmp_path: Path) -> None:
+    manifests = tmp_path / "examples"
+    shutil.copytree(ROOT / "examples", manifests)
+    port = servers.free_port()
+    env = {**os.environ, "CLEARANCE_NATS_URL": clean_servers.nats_url,
+           "CLEARANCE_REDIS_URL": clean_servers.redis_url,
+           "CLEARANCE_MANIFESTS": str(manifests), "CLEARANCE_MANIFEST_POLL": "0.05"}
+    console = subprocess.Popen(  # noqa: ASYNC220  (started, not waited for, here)
+        [CLEARANCE, "console", "--port", str(port)], env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    shots = [tmp_path]
+    if os.environ.get("CLEARANCE_CONSOLE_SCREENSHOTS"):
+        shots.append(Path(os.environ["CLEARANCE_CONSOLE_SCREENSHOTS"]))
+        shots[-1].mkdir(parents=True, exist_ok=True)
+    # The harness writes manifests and asks questions; the services run as `clearance run
+    # all`, a process of their own like the console (stopped by a signal, as in production).
+    system = System(clean_servers.nats_url, clean_servers.redis_url, manifests)
+    system.nc = await nats.connect(clean_servers.nats_url)
+    services: subprocess.Popen[bytes] | None = None
+    page = Page(browser, f"http://127.0.0.1:{port}/", shots)
+    try:
+        await listening(port, console)
+        await page.open("live")
+        await until(lambda: text(browser, "#conn"), lambda t: t == "live", within=15,
+                    what="the page's live stream")
+        # After the console: it hears every status as the examples load.
+        services = subprocess.Popen(  # noqa: ASYNC220  (started, not waited for, here)
+            [CLEARANCE, "run", "all"], env=env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        revision = await system.settle(timeout=30)
+        await live_numbers_move(page, system, revision)
+        await policies_by_state(page, system)
+        await playground(page)
+    finally:
+        for process in (console, services):
+            if process is not None:
+                process.terminate()
+        for process in (console, services):
+            if process is not None:
+                await off_loop(process.wait, 10)
+        await system.close()
+
+
+async def live_numbers_move(page: Page, system: System, revision: int) -> None:
+    driver = page.driver
+    await until(lambda: text(driver, "#revision"), lambda t: number(t) == revision,
+                within=15, what="revision shown")
+    await until(lambda: texts(driver, "#services td.health"),
+                lambda h: h == ["healthy"] * 4, what="four healthy services")
+    await until(lambda: texts(driver, "#services td.revision"),
+                lambda r: r == [str(revision)] * 4, what="every service at the revision")
+    assert await off_loop(text, driver, "#cache-hit-rate") == NO_VALUE  # idle: the probe is not
+    for _ in range(20):  # traffic: one miss, then hits
+        await system.check("alice", "prod-us-east", groups=["platform-team"])
+    await until(lambda: text(driver, "#cache-hit-rate"), lambda t: t.endswith("%"),
+                what="a hit rate over the checks")
+    clusters_seen = number(await off_loop(
+        text, driver, '#flows tr[data-flow="events.managedcluster"] .total'))
+    assert clusters_seen == 5  # the example fleet's ManagedClusters
+    invalidations = number(await off_loop(text, driver, "#inval-total"))
+    await until(lambda: text(driver, "#latency-p50"), lambda t: t != NO_VALUE,
+                what="decision latency")
+    await page.shoot("live")
+    system.write("new-cluster.yaml", cluster("qa-west", environment="qa"))
+    await until(lambda: number(text(
+        driver, '#flows tr[data-flow="events.managedcluster"] .total')),
+        lambda n: n == clusters_seen + 1, what="the new cluster's event counted")
+    await until(lambda: number(text(driver, "#inval-total")), lambda n: n > invalidations,
+                what="its invalidation counted")
+    await until(lambda: number(text(driver, "#revision")), lambda n: n > revision,
+                what="revision moved")
+    await until(lambda: text(driver, "#inval-last"), lambda t: "all" in t,
+                what="a cluster change invalidates all")
+
+
+async def policies_by_state(page: Page, system: System) -> None:
+    driver = page.driver
+    system.write("broken.yaml", invalid_policy())
+    await page.open("policies")
+    row = 'tr[data-policy="MonitorAccessPolicy/clusterpulse/broken"]'
+    await until(lambda: attributes(driver, row, "data-state"), lambda s: s == ["Invalid"],
+                within=15, what="the broken policy shown invalid")
+    active = await until(lambda: attributes(driver, '#policies tr[data-state="Active"]',
+                                            "data-policy"),
+                         lambda rows: len(rows) == 9, what="nine active policies")
+    assert "AccessPolicy/shop/shop-intent" in active
+    reason = await off_loop(text, driver, 'tr[data-policy="AccessPolicy/shop/shop-intent"]')
+    assert "PartiallyEnforced" in reason
+    assert await off_loop(text, driver, "#state-Invalid b") == "1"
+    await page.shoot("policies")
+
+
+async def playground(page: Page) -> None:
+    driver = page.driver
+    await page.ask("who", {"cluster": "prod-us-east"})
+    seen = await off_loop(attributes, driver, "#who-table tbody tr", "data-principal")
+    assert {"user:alice", "user:olivia", "group:platform-team", "group:sre"} <= set(seen)
+    assert "user:bob" not in seen and "user:dave" not in seen  # deny: not listed
+    await page.shoot("who-can-see")
+
+    await page.ask("user", {"username": "bob"})
+    decisions = {c: await off_loop(text, driver, f'#user-clusters tr[data-cluster="{c}"] .pill')
+                 for c in ("dev-sandbox", "staging-us-east", "prod-us-east")}
+    assert decisions == {"dev-sandbox": "allow", "staging-us-east": "allow",
+                         "prod-us-east": "deny"}
+    pods = await off_loop(text, driver,
+                          '#user-clusters tr[data-cluster="staging-us-east"] [data-type="pods"]')
+    assert "partial" in pods and "*-debug" in pods  # the pods filter shown
+    assert await off_loop(text, driver, "#user-types") == "pvc"
+    await page.shoot("user-view")
+
+    await page.ask("explain", {"username": "dave", "cluster": "prod-us-east"})
+    assert (await off_loop(text, driver, "#explain-decision")).startswith("deny")
+    trace = await off_loop(texts, driver, "#explain-trace tbody tr")
+    assert "decided" in trace[0] and "clusterpulse/contractors-no-production" in trace[0]
+    await page.shoot("explain")
+
+    await page.ask("effective", {"target": "namespace/prod-us-east/shop"})
+    rules = await off_loop(attributes, driver, "#effective-rules tbody tr", "data-rule")
+    assert rules == ["shop-developers", "sre", "suspended"]
+    sre = await off_loop(text, driver, '#effective-rules tr[data-rule="sre"]')
+    assert "platform/production-guardrails" in sre and "overrides" in sre
+    await page.shoot("effective")
+
+    await page.ask("simulate", {})  # the form's example: production-guardrails narrowed
+    summary = await off_loop(text, driver, "#simulate-summary")
+    assert "would change 4 targets" in summary
+    moved = await off_loop(attributes, driver, "#simulate-status tbody tr", "data-policy")
+    assert "platform/production-guardrails" in moved
+    await page.shoot("simulate")
