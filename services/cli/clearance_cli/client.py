@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import msgspec
 import nats
@@ -127,9 +128,9 @@ async def request(args: argparse.Namespace, subject: str, body: bytes) -> dict[s
 
 
 def _redacted(url: str) -> str:
-    from clearance_runtime.bus import redacted  # noqa: PLC0415  (only on failure)
-
-    return redacted(url)
+    """Scheme, host and port: credentials may ride in the URL."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
 
 
 def ask(args: argparse.Namespace, subject: str, body: msgspec.Struct | bytes, table: Table,
