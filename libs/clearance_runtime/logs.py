@@ -1,4 +1,5 @@
-"""structlog set-up: JSON lines with the request id bound per request (CONTRACT section 8)."""
+"""structlog set-up: JSON lines with the request id bound per request (CONTRACT section 8);
+in a terminal, structlog's console lines instead (``CLEARANCE_LOG_FORMAT`` decides)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,16 @@ def _serialize_text(obj: Any, **_: Any) -> str:
     return _encoder.encode(obj).decode()
 
 
-def configure(level: str = "INFO", *, service: str) -> None:
+def console(fmt: str | None) -> bool:
+    """Console lines for ``console``; JSON for ``json``; unset: console only when a person
+    is reading stderr (a terminal), so log collectors always get JSON."""
+    if fmt is not None:
+        return fmt == "console"
+    return sys.stderr.isatty()
+
+
+def configure(level: str = "INFO", *, service: str, fmt: str | None = "json") -> None:
+    """``fmt``: ``json``, ``console``, or None to choose by :func:`console`."""
     global LEVEL  # noqa: PLW0603  (set once at process start)
     numeric = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
     LEVEL = numeric
@@ -37,27 +47,30 @@ def configure(level: str = "INFO", *, service: str) -> None:
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
+    readable = console(fmt)
+    # The console renderer prints tracebacks itself: plainly, since its default (rich)
+    # would show frame locals, which may hold tokens or request bodies.
+    ending: list[Any] = [structlog.dev.ConsoleRenderer(
+        colors=sys.stderr.isatty(), exception_formatter=structlog.dev.plain_traceback)] \
+        if readable else [_TRACEBACKS, structlog.processors.JSONRenderer(serializer=_serialize)]
     structlog.configure(
-        processors=[
-            *shared,
-            _TRACEBACKS,
-            structlog.processors.JSONRenderer(serializer=_serialize),
-        ],
+        processors=[*shared, *ending],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.BytesLoggerFactory(sys.stderr.buffer),
+        logger_factory=structlog.WriteLoggerFactory(sys.stderr) if readable
+        else structlog.BytesLoggerFactory(sys.stderr.buffer),
         cache_logger_on_first_use=True,
     )
     structlog.contextvars.bind_contextvars(service=service)
     # Third-party libraries (nats, kubernetes_asyncio, aiohttp, asyncio) log through the stdlib:
-    # keep their warnings on the same stream, rendered by the same JSON renderer, so
+    # keep their warnings on the same stream, rendered by the same renderer, so with JSON
     # every line a process writes parses as JSON.
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-            _TRACEBACKS,
-            structlog.processors.JSONRenderer(serializer=_serialize_text),
+            *(ending if readable else
+              [_TRACEBACKS, structlog.processors.JSONRenderer(serializer=_serialize_text)]),
         ],
     ))
     root = logging.getLogger()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -25,6 +25,8 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     redis_url: str = "redis://127.0.0.1:6379/0"
     decision_cache_ttl: _NonNegative = 300
     log_level: str = "INFO"
+    #: json or console; unset: console when stderr is a terminal, else JSON lines.
+    log_format: Literal["json", "console"] | None = None
     metrics_port: _Port = 0  # 0: no metrics/probe endpoint
     allow_unset: bool = True
     manifests: Path | None = None
@@ -68,6 +70,8 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
             if value:
                 raw[field] = _BOOLEAN_WORDS.get(value.lower(), value) \
                     if field in _BOOLEANS else value
+        if "log_format" in raw:
+            raw["log_format"] = raw["log_format"].lower()
         if "log_level" in raw:
             raw["log_level"] = raw["log_level"].upper()
         if "kubernetes" not in raw:
@@ -86,6 +90,7 @@ ENV = {
     "redis_url": "CLEARANCE_REDIS_URL",
     "decision_cache_ttl": "CLEARANCE_DECISION_CACHE_TTL",
     "log_level": "CLEARANCE_LOG_LEVEL",
+    "log_format": "CLEARANCE_LOG_FORMAT",
     "metrics_port": "CLEARANCE_METRICS_PORT",
     "allow_unset": "CLEARANCE_ALLOW_UNSET",
     "manifests": "CLEARANCE_MANIFESTS",

@@ -93,14 +93,15 @@ def fleet(running: Fleet) -> dict[str, str]:
 
 
 def test_up_answers_the_example_question(fleet: dict[str, str]) -> None:
-    done = clearance(fleet, "check", "--user", "alice", "--cluster", "prod-us-east")
+    done = clearance(fleet, "check", "--user", "alice", "--cluster", "prod-us-east",
+                     "-o", "json")
     assert done.returncode == 0, done.stderr
     reply = json.loads(done.stdout)
     assert (reply["decision"], reply["policy"]) == ("allow", "clusterpulse/platform-full")
 
 
 def check(env: dict[str, str], user: str, cluster: str, *extra: str) -> dict[str, Any]:
-    done = clearance(env, "check", "--user", user, "--cluster", cluster, *extra)
+    done = clearance(env, "check", "--user", user, "--cluster", cluster, *extra, "-o", "json")
     assert done.returncode == 0, done.stderr
     reply: dict[str, Any] = json.loads(done.stdout)
     return reply
@@ -173,9 +174,9 @@ def test_effective_prints_each_rule_with_its_source_and_block(fleet: dict[str, s
     assert staging["sre"][:2] == ["defaults", "platform/fleet-baseline"]
     assert rows(clearance(fleet, "effective", "fleet").stdout).keys() == {"sre", "suspended"}
     missing = clearance(fleet, "effective", "cluster/nowhere")
-    assert missing.returncode == 2 and '"not_found"' in missing.stderr
+    assert missing.returncode == 2 and "Error from server (not_found)" in missing.stderr
     unknown_set = clearance(fleet, "effective", "clusterset/staging")
-    assert unknown_set.returncode == 2 and '"not_found"' in unknown_set.stderr
+    assert unknown_set.returncode == 2 and "(not_found)" in unknown_set.stderr
     usage = clearance(fleet, "effective", "namespace/shop")
     assert usage.returncode == 2 and "namespace/CLUSTER/NAME" in usage.stderr
 
@@ -235,8 +236,8 @@ def test_simulate_prints_per_target_diffs_and_status_changes(
 def test_reach_lists_the_targets_holding_a_policys_rules(fleet: dict[str, str]) -> None:
     done = clearance(fleet, "reach", "platform/fleet-baseline", "--rule", "sre")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["fleet", "cluster/dev-sandbox", "cluster/local-cluster",
-                                   "cluster/staging-us-east"]
+    assert done.stdout.split() == ["TARGET", "fleet", "cluster/dev-sandbox",
+                                   "cluster/local-cluster", "cluster/staging-us-east"]
     everywhere = clearance(fleet, "reach", "platform/fleet-baseline").stdout.split()
     assert "namespace/prod-us-east/shop" in everywhere and "clusterset/production" in everywhere
     overridden = clearance(fleet, "reach", "shop/shop-intent", "--rule", "sre")

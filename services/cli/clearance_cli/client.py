@@ -1,128 +1,162 @@
-"""A small NATS client for operators: ``clearance check``, ``can-i``, ``who-can``,
-``request``, and the inherited-policy commands of :mod:`clearance_cli.inherited`."""
+"""One request over NATS for a remote command: connect with the command line's
+credentials and TLS, send, and print the reply (or say clearly why there is none)."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
+import ssl
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import msgspec
 import nats
 import nats.errors
 
-from clearance_cli import inherited
-from clearance_cli.embedded import endpoints_file
-from clearance_core.resources import singular
-from clearance_core.wire import SUBJECT_CHECK, CheckRequest, Principal, Resource
+from clearance_cli import output
+from clearance_cli.flags import NO, OK, UNAVAILABLE, USAGE, CliError
+
+#: Error codes that mean "what you asked cannot be answered as asked" (exit 2); the
+#: others (stale, unavailable, internal) are the system's trouble (exit 3).
+USER_ERRORS = frozenset({"bad_request", "not_found"})
+
+#: Where ``clearance up`` writes the URLs of its servers, for the commands run beside it.
+ENDPOINTS = Path(".clearance") / "endpoints.json"
+
+Table = Callable[[dict[str, Any]], list[str]]
+Verdict = Callable[[dict[str, Any]], int]
 
 
-def nats_url() -> str:
+def nats_url(args: argparse.Namespace) -> str:
+    if getattr(args, "server", None):
+        return str(args.server)
     if os.environ.get("CLEARANCE_NATS_URL"):
         return os.environ["CLEARANCE_NATS_URL"]
-    path = endpoints_file()
-    if path.exists():
-        return str(json.loads(path.read_text())["nats"])
+    if ENDPOINTS.exists():
+        return str(json.loads(ENDPOINTS.read_text())["nats"])
     return "nats://127.0.0.1:4222"
 
 
-def resource_parts(text: str) -> tuple[str, str, str]:
-    """kubectl's RESOURCE syntax: ``pods``, ``pods/log``, ``deployments.apps`` ->
-    (resource, subresource, group)."""
-    resource, _, subresource = text.partition("/")
-    resource, _, group = resource.partition(".")
-    return resource, subresource, group
-
-
-def review_body(args: argparse.Namespace) -> tuple[str, bytes]:
-    if args.command == "who-can":
-        resource, subresource, group = resource_parts(args.resource)
-        body: dict[str, object] = {"verb": args.verb, "resource": resource, "group": group,
-                                   "subresource": subresource, "namespace": args.namespace,
-                                   "name": args.name}
-        return "clearance.v1.review.resource", json.dumps(body).encode()
-    spec: dict[str, object] = {"user": args.user, "groups": args.groups}
-    if args.resource.startswith("/"):
-        spec["nonResourceAttributes"] = {"path": args.resource, "verb": args.verb}
-    else:
-        resource, subresource, group = resource_parts(args.resource)
-        spec["resourceAttributes"] = {"verb": args.verb, "resource": resource, "group": group,
-                                      "subresource": subresource,
-                                      "namespace": args.namespace, "name": args.name}
-    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-              "spec": spec}
-    return "clearance.v1.review.subject", json.dumps(review).encode()
-
-
-def show(args: argparse.Namespace, reply: dict[str, Any]) -> int:
-    """kubectl-like output: ``yes``/``no`` (exit 0/1) for can-i, a list for who-can."""
-    if "error" in reply:
-        print(json.dumps(reply, indent=2), file=sys.stderr)
-        return 2
-    if args.command in inherited.COMMANDS:
-        return inherited.show(args, reply)
-    if args.command == "can-i":
-        status = reply.get("status")
-        assert isinstance(status, dict)
-        allowed = bool(status.get("allowed"))
-        print("yes" if allowed else "no")
-        if status.get("reason"):
-            print(f"  {status['reason']}", file=sys.stderr)
-        return 0 if allowed else 1
-    if args.command == "who-can":
-        for label in ("users", "groups"):
-            names = reply.get(label) or []
-            assert isinstance(names, list)
-            print(f"{label.capitalize()}:")
-            for name in names:
-                print(f"  {name}")
-        return 0
-    print(json.dumps(reply, indent=2))
-    return 0
-
-
-def request_of(args: argparse.Namespace) -> tuple[str, bytes]:
-    """The subject and body a command sends."""
-    if args.command in ("can-i", "who-can"):
-        return review_body(args)
-    if args.command in inherited.COMMANDS:
-        return inherited.request_of(args)
-    if args.command == "check":
-        # Without --name a check asks about the cluster itself, or about the whole type
-        # (never about an item that happens to carry the cluster's name).
-        whole = args.cluster if singular(args.type) == "cluster" else "*"
-        request = CheckRequest(
-            principal=Principal(username=args.user, groups=args.group, email=args.email),
-            action=args.action,
-            resource=Resource(type=args.type, name=args.name or whole,
-                              cluster=args.cluster, namespace=args.namespace),
-            explain=args.explain,
-        )
-        return SUBJECT_CHECK, msgspec.json.encode(request)
-    return args.subject, args.body.encode()
-
-
-async def main(args: argparse.Namespace) -> int:
+def tls_context(args: argparse.Namespace) -> ssl.SSLContext | None:
+    """A context when any TLS flag is given (a ``tls://`` URL alone gets nats-py's
+    default one, trusting the system's CAs)."""
+    if not (args.tls_ca or args.tls_cert):
+        return None
+    if args.tls_key and not args.tls_cert:
+        raise CliError("--tls-key needs --tls-cert")
+    for flag, path in (("--tls-ca", args.tls_ca), ("--tls-cert", args.tls_cert),
+                       ("--tls-key", args.tls_key)):
+        if path and not os.path.isfile(path):
+            raise CliError(f"{flag} {path}: no such file")
     try:
-        subject, body = request_of(args)
-    except inherited.CommandError as exc:
-        print(exc, file=sys.stderr)
-        return 2
+        context = ssl.create_default_context(cafile=args.tls_ca)
+        if args.tls_cert:
+            context.load_cert_chain(args.tls_cert, args.tls_key)
+    except (OSError, ssl.SSLError) as exc:
+        raise CliError(f"TLS files: {exc}") from None
+    return context
+
+
+def connect_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``nats.connect`` keyword arguments from the connection flags."""
+    options: dict[str, Any] = {
+        # nats-py's max_reconnect_attempts=0 means "for ever", initial connect included:
+        # one retry, soon, then give up (request() bounds the whole by --timeout too).
+        "connect_timeout": args.timeout, "max_reconnect_attempts": 1,
+        "reconnect_time_wait": 0.1, "allow_reconnect": False,
+        "name": f"clearance-cli-{args.command}"}
+    if args.nats_creds and args.nats_nkey:
+        raise CliError("--nats-creds and --nats-nkey exclude each other")
+    for flag, path in (("--nats-creds", args.nats_creds), ("--nats-nkey", args.nats_nkey)):
+        if path and not os.path.isfile(path):
+            raise CliError(f"{flag} {path}: no such file")
+    if args.nats_creds:
+        options["user_credentials"] = args.nats_creds
+    if args.nats_nkey:
+        options["nkeys_seed"] = args.nats_nkey
+    if args.nats_user or args.nats_password:
+        options["user"], options["password"] = args.nats_user, args.nats_password
+    if args.nats_token:
+        options["token"] = args.nats_token
+    context = tls_context(args)
+    if context is not None:
+        options["tls"] = context
+    return options
+
+
+async def request(args: argparse.Namespace, subject: str, body: bytes) -> dict[str, Any]:
+    """The reply to one request, decoded; CliError (exit 3) when there is none."""
+    url = nats_url(args)
+    options = connect_options(args)
+    errors: list[str] = []
+
+    async def on_error(exc: Exception) -> None:  # auth refusals arrive here first
+        errors.append(str(exc) or type(exc).__name__)
+
     try:
-        nc = await nats.connect(nats_url(), connect_timeout=2, max_reconnect_attempts=0)
-    except (OSError, nats.errors.Error) as exc:
-        print(f"cannot reach NATS at {nats_url()}: {exc}", file=sys.stderr)
-        return 2
+        async with asyncio.timeout(args.timeout):
+            nc = await nats.connect(url, error_cb=on_error, **options)
+    except (OSError, ssl.SSLError, nats.errors.Error, TimeoutError) as exc:
+        reason = errors[-1] if errors else str(exc) or (
+            f"no answer within {args.timeout:g} s" if isinstance(exc, TimeoutError)
+            else type(exc).__name__)
+        raise CliError(f"cannot reach NATS at {_redacted(url)}: {reason}", UNAVAILABLE) \
+            from None
     try:
-        reply = await nc.request(subject, body, timeout=5)
+        reply = await nc.request(subject, body, timeout=args.timeout)
     except nats.errors.NoRespondersError:
-        print(f"no service answers {subject}", file=sys.stderr)
-        return 2
+        raise CliError(f"no service answers {subject} (is Clearance running?)",
+                       UNAVAILABLE) from None
     except nats.errors.TimeoutError:
-        print(f"{subject}: no reply within 5 s", file=sys.stderr)
-        return 2
+        raise CliError(f"{subject}: no reply within {args.timeout:g} s", UNAVAILABLE) from None
+    except nats.errors.Error as exc:
+        raise CliError(f"{subject}: {exc}", UNAVAILABLE) from None
     finally:
         await nc.close()
-    return show(args, json.loads(reply.data))
+    try:
+        decoded = json.loads(reply.data)
+    except ValueError:
+        raise CliError(f"{subject}: the reply is not JSON", UNAVAILABLE) from None
+    if not isinstance(decoded, dict):
+        raise CliError(f"{subject}: the reply is not a JSON object", UNAVAILABLE)
+    return decoded
+
+
+def _redacted(url: str) -> str:
+    """Scheme, host and port: credentials may ride in the URL."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+
+
+def ask(args: argparse.Namespace, subject: str, body: msgspec.Struct | bytes, table: Table,
+        verdict: Verdict | None = None) -> int:
+    """Send, print the reply in the chosen format, return the exit status."""
+    data = body if isinstance(body, bytes) else msgspec.json.encode(body)
+    reply = asyncio.run(request(args, subject, data))
+    error = reply.get("error")
+    if isinstance(error, dict):
+        code = str(error.get("code"))
+        if args.output == "table":
+            print(f"Error from server ({code}): {error.get('message')}", file=sys.stderr)
+        else:
+            print(output.document(args.output, reply), file=sys.stderr, end="")
+        return USAGE if code in USER_ERRORS else UNAVAILABLE
+    status = verdict(reply) if verdict is not None else OK
+    if getattr(args, "quiet", False):
+        return status
+    if args.output == "table":
+        lines = table(reply)
+        if lines:
+            print("\n".join(lines))
+    else:
+        print(output.document(args.output, reply), end="")
+    return status
+
+
+def yes_no(allowed: bool) -> int:
+    return OK if allowed else NO

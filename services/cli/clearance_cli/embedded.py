@@ -18,8 +18,8 @@ import msgspec
 import uvloop
 
 from clearance_cli import services
-from clearance_gateway import tls
 from clearance_console.app import url as console_url
+from clearance_gateway import tls
 from clearance_runtime import servers
 from clearance_runtime.settings import Settings
 
@@ -39,7 +39,7 @@ def endpoints_file(state: Path = Path(".clearance")) -> Path:
     return state / ENDPOINTS
 
 
-def _banner(nats_url: str, redis_url: str, manifests: Path, gateway: str,
+def _banner(nats_url: str, redis_url: str, manifests: Path, *, gateway: str,
             certificate: Path, console: str) -> str:
     return f"""
 Clearance is up.
@@ -89,8 +89,8 @@ def up(args: argparse.Namespace, settings: Settings) -> None:
         )
         gateway = f"https://127.0.0.1:{gateway_port}"
         certificate = settings.gateway_tls_cert or tls_dir / tls.CERT_FILE
-        print(_banner(nats_url, redis_url, manifests, gateway, certificate,
-                      console_url("127.0.0.1", console_port)), flush=True)
+        print(_banner(nats_url, redis_url, manifests, gateway=gateway, certificate=certificate,
+                      console=console_url("127.0.0.1", console_port)), flush=True)
         uvloop.run(services.run_services(services.NAMES, run_settings,
                                          console=("127.0.0.1", console_port)))
         print("\nstopped.", flush=True)

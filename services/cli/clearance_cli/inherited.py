@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
-import yaml
 
+from clearance_cli import client, inputs
+from clearance_cli.flags import CliError
+from clearance_cli.output import table
 from clearance_core.wire import (
     SUBJECT_EFFECTIVE,
     SUBJECT_EFFECTIVE_REACH,
@@ -33,14 +34,9 @@ from clearance_core.wire import (
     Target,
 )
 
-COMMANDS = ("effective", "simulate", "reach")
 _KINDS = {"fleet": "Fleet", "clusterset": "ClusterSet", "cluster": "Cluster",
           "namespace": "Namespace"}
 _SYNTAX = "fleet, clusterset/NAME, cluster/NAME or namespace/CLUSTER/NAME"
-
-
-class CommandError(Exception):
-    """What the user wrote cannot be sent (a file that is not one AccessPolicy...)."""
 
 
 def parse_target(text: str) -> Target:
@@ -76,45 +72,13 @@ def policy_ref(text: str) -> tuple[str, str]:
     return namespace, name
 
 
-def add_parsers(sub: Any) -> None:
-    """The three subcommands, on ``main``'s subparsers."""
-    effective = sub.add_parser("effective", help="the effective AccessPolicy of a target")
-    effective.add_argument("target", type=parse_target, help=_SYNTAX)
-    simulate = sub.add_parser(
-        "simulate", help="what applying (or deleting) an AccessPolicy would change")
-    simulate.add_argument("file", type=Path, help="a YAML file holding one AccessPolicy")
-    simulate.add_argument("--delete", action="store_true",
-                          help="simulate deleting the policy instead of applying it")
-    reach = sub.add_parser("reach", help="the targets where an AccessPolicy's rules hold")
-    reach.add_argument("policy", type=policy_ref, help="NAMESPACE/NAME")
-    reach.add_argument("--rule", default=None, help="only where this rule of it holds")
-
-
 def _load_policy(path: Path) -> dict[str, Any]:
-    try:
-        documents = [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise CommandError(f"{path}: {exc}") from exc
-    if len(documents) != 1 or not isinstance(documents[0], dict):
-        raise CommandError(f"{path}: holds {len(documents)} documents; simulate takes "
-                           "exactly one AccessPolicy")
+    document = inputs.read(path)
     # The service checks the kind too; saying it here names the file.
-    if documents[0].get("kind") != "AccessPolicy":
-        raise CommandError(f"{path}: kind {documents[0].get('kind')!r} is not AccessPolicy")
-    return documents[0]
-
-
-def request_of(args: argparse.Namespace) -> tuple[str, bytes]:
-    """The subject and body a command sends."""
-    if args.command == "effective":
-        return SUBJECT_EFFECTIVE, msgspec.json.encode(EffectiveRequest(target=args.target))
-    if args.command == "reach":
-        namespace, name = args.policy
-        return SUBJECT_EFFECTIVE_REACH, msgspec.json.encode(
-            ReachRequest(namespace=namespace, name=name, rule=args.rule))
-    body = SimulateRequest(policy=_load_policy(args.file),
-                           operation="delete" if args.delete else "apply")
-    return SUBJECT_EFFECTIVE_SIMULATE, msgspec.json.encode(body)
+    if not isinstance(document, dict) or document.get("kind") != "AccessPolicy":
+        kind = document.get("kind") if isinstance(document, dict) else type(document).__name__
+        raise CliError(f"{path}: kind {kind!r} is not AccessPolicy")
+    return document
 
 
 # Rendering -------------------------------------------------------------------------------
@@ -169,13 +133,6 @@ def rule_row(name: str, found: dict[str, Any]) -> list[str]:
 HEADER = ["RULE", "BLOCK", "SOURCE", "EFFECT", "SUBJECTS", "PERMISSIONS", "RESOURCES"]
 
 
-def table(rows: Iterable[list[str]], indent: str = "") -> list[str]:
-    rows = list(rows)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))
-            .rstrip() for row in rows]
-
-
 def _conditions(conditions: list[StatusCondition]) -> list[str]:
     if not conditions:
         return ["(no such policy)"]
@@ -185,8 +142,8 @@ def _conditions(conditions: list[StatusCondition]) -> list[str]:
 def render_effective(reply: EffectiveReply) -> list[str]:
     lines = [f"{target_text(reply.target)} (revision {reply.revision})"]
     if reply.rules:
-        lines += table([HEADER, *(rule_row(name, msgspec.to_builtins(found))
-                                  for name, found in reply.rules.items())])
+        lines += table(HEADER, (rule_row(name, msgspec.to_builtins(found))
+                                  for name, found in reply.rules.items()))
     else:
         lines.append("no rules")
     lines.append("policies on its path, highest first: " + (", ".join(reply.policies)
@@ -203,7 +160,7 @@ def render_simulate(reply: SimulateReply, operation: str) -> list[str]:
         rows = [["+", *rule_row(n, r)] for n, r in diff.added.items()]
         rows += [["~", *rule_row(n, r)] for n, r in diff.changed.items()]
         rows += [["-", name, "", "", "", "", "", ""] for name in diff.removed]
-        lines += table(rows, indent="  ")
+        lines += table(None, rows, indent="  ")
     for key, change in reply.status.items():
         lines.append(f"status of {key}")
         moves: list[tuple[str, list[StatusCondition]]] = [
@@ -223,21 +180,44 @@ def accepted_after(reply: SimulateReply) -> bool:
                for c in change.after if c.type == "Accepted")
 
 
-def show(args: argparse.Namespace, reply: dict[str, Any]) -> int:
-    """Print a successful reply; the exit status (simulate: 1 when the policy would not
-    be accepted, so a pipeline can refuse it)."""
-    if args.command == "effective":
-        print("\n".join(render_effective(msgspec.convert(reply, EffectiveReply))))
-        return 0
-    if args.command == "reach":
+def _target(text: str) -> Target:
+    try:
+        return parse_target(text)
+    except argparse.ArgumentTypeError as exc:
+        raise CliError(str(exc)) from None
+
+
+def effective(args: argparse.Namespace) -> int:
+    body = EffectiveRequest(target=_target(args.target))
+    return client.ask(args, SUBJECT_EFFECTIVE, body, lambda reply: render_effective(
+        msgspec.convert(reply, EffectiveReply)))
+
+
+def reach(args: argparse.Namespace) -> int:
+    try:
+        namespace, name = policy_ref(args.policy)
+    except argparse.ArgumentTypeError as exc:
+        raise CliError(str(exc)) from None
+
+    def show(reply: dict[str, Any]) -> list[str]:
         targets = msgspec.convert(reply, ReachReply).targets
-        for target in targets:
-            print(target_text(target))
         if not targets:
             print("no target holds it (its rules are overridden or unset everywhere)",
                   file=sys.stderr)
-        return 0
-    result = msgspec.convert(reply, SimulateReply)
-    operation = f"{'delete' if args.delete else 'apply'} {args.file}"
-    print("\n".join(render_simulate(result, operation)))
-    return 0 if args.delete or accepted_after(result) else 1
+            return []
+        return table(["TARGET"], ([target_text(t)] for t in targets))
+
+    body = ReachRequest(namespace=namespace, name=name, rule=args.rule)
+    return client.ask(args, SUBJECT_EFFECTIVE_REACH, body, show)
+
+
+def simulate(args: argparse.Namespace) -> int:
+    """Exit status 1 when the policy would not be accepted, so a pipeline can refuse it."""
+    operation: Literal["apply", "delete"] = "delete" if args.delete else "apply"
+    body = SimulateRequest(policy=_load_policy(args.file), operation=operation)
+
+    def verdict(reply: dict[str, Any]) -> int:
+        return 0 if args.delete or accepted_after(msgspec.convert(reply, SimulateReply)) else 1
+
+    return client.ask(args, SUBJECT_EFFECTIVE_SIMULATE, body, lambda reply: render_simulate(
+        msgspec.convert(reply, SimulateReply), f"{operation} {args.file}"), verdict)

@@ -1,122 +1,114 @@
-"""The ``clearance`` command (CONTRACT section 8).
+"""clearance: run Clearance, and ask it questions over NATS from a shell.
 
-    clearance up                    embedded NATS + Valkey, all services, examples/ loaded
-    clearance run all|<service>     services against CLEARANCE_NATS_URL / CLEARANCE_REDIS_URL
-    clearance console               the ops console (web page) against CLEARANCE_NATS_URL
-    clearance check ...             ask a question over NATS (what a client sends)
-    clearance can-i / who-can ...   RBAC reviews, like kubectl auth
-    clearance effective TARGET      an inherited AccessPolicy's effect on a target
-    clearance simulate FILE         what applying (--delete: deleting) it would change
-    clearance reach NS/NAME         where its rules hold
-    clearance request SUBJECT JSON  send any request, print the reply
-    clearance schemas [--check]     regenerate proto-schemas/ (or fail on drift)
+    clearance up | run all|<service>     run the system (embedded servers, or existing ones)
+    clearance console                    serve the ops console (a web page)
+    clearance check | batch              access questions (clearance.v1.check[.batch])
+    clearance can-i [--list] | who-can   RBAC reviews, like kubectl auth
+    clearance filter | metrics | custom-types | permissions | policies
+    clearance effective | simulate | reach | policy-status
+    clearance search | search-plan       ACM search, filtered per user
+    clearance status | cache-clear       operating
+    clearance request SUBJECT JSON       any request, the reply as JSON
+    clearance schemas [--check]          regenerate proto-schemas/ (or fail on drift)
+
+Every question takes -o table|json|yaml, --timeout, and the NATS server, credentials and
+TLS flags (or CLEARANCE_NATS_* variables). Exit status: 0 yes/done, 1 no (can-i; a
+simulated policy that would not be accepted), 2 usage or a refused request, 3 no answer.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
+import importlib
+import os
 import sys
-from pathlib import Path
+from collections.abc import Iterator
+from typing import Any
 
-import msgspec
-import uvloop
+from clearance_cli import commands
+from clearance_cli.flags import CliError, Command, connection_flags, output_flags
 
-from clearance_cli import client, embedded, inherited, schemas, services
-from clearance_console.app import url as console_url
-from clearance_runtime import logs
-from clearance_runtime.settings import Settings
+#: Every subcommand, one line each, in the order ``--help`` lists them.
+COMMANDS: tuple[Command, ...] = (
+    commands.UP,
+    commands.RUN,
+    commands.CONSOLE,
+    commands.CHECK,
+    commands.BATCH,
+    commands.CAN_I,
+    commands.WHO_CAN,
+    commands.FILTER,
+    commands.METRICS,
+    commands.CUSTOM_TYPES,
+    commands.PERMISSIONS,
+    commands.POLICIES,
+    commands.EFFECTIVE,
+    commands.SIMULATE,
+    commands.REACH,
+    commands.POLICY_STATUS,
+    commands.SEARCH,
+    commands.SEARCH_PLAN,
+    commands.STATUS,
+    commands.CACHE_CLEAR,
+    commands.REQUEST,
+    commands.SCHEMAS,
+)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="clearance", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    up = sub.add_parser("up", help="run everything on embedded servers")
-    up.add_argument("--state", type=Path, default=Path(".clearance"),
-                    help="state directory (default .clearance/)")
-    up.add_argument("--manifests", type=Path, default=None,
-                    help="manifest directory (default examples/, or CLEARANCE_MANIFESTS)")
-    up.add_argument("--nats-port", type=int, default=4222)
-    up.add_argument("--redis-port", type=int, default=6379)
-    up.add_argument("--gateway-port", type=int, default=None,
-                    help="the gateway's HTTPS port (default CLEARANCE_GATEWAY_PORT, 8443; "
-                         "a free one if taken)")
-    up.add_argument("--console-port", type=int, default=8080,
-                    help="the ops console's port on 127.0.0.1 (taken: a free one)")
-    run = sub.add_parser("run", help="run services against existing servers")
-    run.add_argument("service", choices=["all", *services.NAMES])
-    run.add_argument("--gateway-port", type=int, default=None,
-                     help="the gateway's HTTPS port (CLEARANCE_GATEWAY_PORT)")
-    run.add_argument("--tls-cert", type=Path, default=None,
-                     help="the gateway's PEM certificate (CLEARANCE_GATEWAY_TLS_CERT)")
-    run.add_argument("--tls-key", type=Path, default=None,
-                     help="the gateway's PEM key (CLEARANCE_GATEWAY_TLS_KEY); with neither: "
-                          "a self-signed pair for local use")
-    console = sub.add_parser("console", help="serve the ops console (a web page)")
-    console.add_argument("--host", default="127.0.0.1",
-                         help="address to listen on (default 127.0.0.1: it has no login)")
-    console.add_argument("--port", type=int, default=8080)
-    check = sub.add_parser("check", help="ask one access question")
-    check.add_argument("--user", required=True)
-    check.add_argument("--group", action="append", default=[])
-    check.add_argument("--email")
-    check.add_argument("--action", default="view")
-    check.add_argument("--type", default="cluster")
-    check.add_argument("--cluster", required=True)
-    check.add_argument("--name", default=None)
-    check.add_argument("-n", "--namespace", default=None,
-                       help="the namespace the resource is in")
-    check.add_argument("--explain", action="store_true")
-    can_i = sub.add_parser("can-i", help="like kubectl auth can-i, over NATS")
-    can_i.add_argument("verb")
-    can_i.add_argument("resource", help="pods, pods/log, deployments.apps, or a /url")
-    can_i.add_argument("name", nargs="?", default="")
-    can_i.add_argument("-n", "--namespace", default="")
-    can_i.add_argument("--as", dest="user", required=True)
-    can_i.add_argument("--as-group", dest="groups", action="append", default=[])
-    who_can = sub.add_parser("who-can", help="who may do VERB on RESOURCE")
-    who_can.add_argument("verb")
-    who_can.add_argument("resource", help="pods, pods/log, deployments.apps")
-    who_can.add_argument("name", nargs="?", default="")
-    who_can.add_argument("-n", "--namespace", default="")
-    inherited.add_parsers(sub)
-    request = sub.add_parser("request", help="send a request to any subject")
-    request.add_argument("subject")
-    request.add_argument("body", nargs="?", default="{}")
-    sch = sub.add_parser("schemas", help="generate proto-schemas/ from the wire Structs")
-    sch.add_argument("--check", action="store_true", help="fail if proto-schemas/ drifted")
-    sch.add_argument("--out", type=Path, default=Path("proto-schemas"))
-    return parser
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="clearance", description=__doc__,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    connection = connection_flags()
+    for command in COMMANDS:
+        parents = [connection, output_flags(command.output)] if command.remote else []
+        each = sub.add_parser(command.name, help=command.help, description=command.help,
+                              parents=parents)
+        command.arguments(each)
+        each.set_defaults(run=command.run, remote=command.remote)
+    return top
+
+
+@contextlib.contextmanager
+def _without_aiohttp(args: argparse.Namespace) -> Iterator[None]:
+    """nats-py imports aiohttp, when installed, for ws:// URLs: 0.2-0.5 s of a question's
+    start. A question's nats:// and tls:// URLs never need it, so while such a command
+    loads ``import aiohttp`` fails and nats-py goes on without WebSocket support (``up``
+    and ``run`` load the services, which do need it: they import it as usual)."""
+    url = str(getattr(args, "server", None) or os.environ.get("CLEARANCE_NATS_URL", ""))
+    if (not args.remote or "aiohttp" in sys.modules or "nats" in sys.modules
+            or url.startswith("ws")):
+        yield
+        return
+    sys.modules["aiohttp"] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        del sys.modules["aiohttp"]
+
+
+def run(args: argparse.Namespace) -> int:
+    module, _, function = str(args.run).partition(":")
+    with _without_aiohttp(args):
+        implementation: Any = getattr(importlib.import_module(module), function)
+    return int(implementation(args))
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = _parser().parse_args(argv)
-    settings = Settings.from_env()
-    if args.command == "schemas":
-        sys.exit(schemas.main(args.out, check=args.check))
-    if args.command in ("check", "request", "can-i", "who-can", *inherited.COMMANDS):
-        sys.exit(asyncio.run(client.main(args)))
-    logs.configure(settings.log_level, service=f"clearance-{args.command}")
-    with contextlib.suppress(KeyboardInterrupt):
-        if args.command == "up":
-            embedded.up(args, settings)
-        elif args.command == "console":
-            print(f"Clearance console: {console_url(args.host, args.port)}", flush=True)
-            uvloop.run(services.run_services([], settings, console=(args.host, args.port)))
-        else:
-            names = list(services.NAMES) if args.service == "all" else [args.service]
-            uvloop.run(services.run_services(names, _gateway_flags(args, settings)))
-
-
-def _gateway_flags(args: argparse.Namespace, settings: Settings) -> Settings:
-    """Settings with the gateway's command-line flags over its environment."""
-    flags = {"gateway_port": args.gateway_port, "gateway_tls_cert": args.tls_cert,
-             "gateway_tls_key": args.tls_key}
-    given = {key: value for key, value in flags.items() if value is not None}
-    return msgspec.structs.replace(settings, **given) if given else settings
+    args = parser().parse_args(argv)
+    try:
+        code = run(args)
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        code = exc.code
+    except KeyboardInterrupt:
+        code = 130
+    except BrokenPipeError:  # `clearance ... | head`
+        code = 0
+    sys.exit(code)
 
 
 if __name__ == "__main__":
     main()
+
