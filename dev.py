@@ -46,27 +46,31 @@ def ensure_venv() -> None:
     STAMP.write_text(_fingerprint())
 
 
-#: The ops console's browser tests drive Debian's chromium through its chromedriver.
-BROWSER = (Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver"))
+#: System packages some tests drive (Debian's; no PyPI package ships them): the ops
+#: console's browser tests use chromium through its chromedriver, and the alert rules are
+#: checked, and their unit tests run, by Prometheus's own promtool.
+SYSTEM_TOOLS = {Path("/usr/bin/chromium"): "chromium",
+                Path("/usr/bin/chromedriver"): "chromium-driver",
+                Path("/usr/bin/promtool"): "prometheus"}
 
 
 def ensure_browser() -> None:
-    """Install chromium and chromium-driver with apt-get when they are missing and this
-    runs as root; otherwise say what to install (the browser tests fail without them,
-    they are never skipped)."""
-    if all(path.exists() for path in BROWSER):
+    """Install the missing SYSTEM_TOOLS with apt-get when this runs as root; otherwise
+    say what to install (their tests fail without them, they are never skipped)."""
+    missing = sorted({package for path, package in SYSTEM_TOOLS.items() if not path.exists()})
+    if not missing:
         return
     if os.name == "posix" and os.geteuid() == 0 and Path("/usr/bin/apt-get").exists():
-        print("installing chromium and chromium-driver (the console's browser tests) ...",
+        print(f"installing {', '.join(missing)} (browser and alert-rule tests) ...",
               flush=True)
-        apt = ["apt-get", "install", "-y", "-q", "chromium", "chromium-driver"]
-        if subprocess.call(apt) != 0:
+        apt = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        if subprocess.call(apt, env=env) != 0:
             subprocess.run(["apt-get", "update", "-q"], check=True)
-            subprocess.run(apt, check=True)
+            subprocess.run(apt, check=True, env=env)
         return
-    raise SystemExit("the ops console's browser tests need Debian's chromium and "
-                     "chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver): run "
-                     "`sudo apt-get install -y chromium chromium-driver`, then retry")
+    raise SystemExit(f"some tests need Debian's {', '.join(missing)}: run "
+                     f"`sudo apt-get install -y {' '.join(missing)}`, then retry")
 
 
 def main() -> int:

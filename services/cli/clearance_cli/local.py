@@ -9,9 +9,8 @@ import contextlib
 import msgspec
 import uvloop
 
-from clearance_cli import client, embedded, output, services
+from clearance_cli import client, output
 from clearance_cli import schemas as proto_schemas
-from clearance_console.app import url as console_url
 from clearance_runtime import logs
 from clearance_runtime.settings import Settings
 
@@ -23,7 +22,13 @@ def _settings(args: argparse.Namespace) -> Settings:
     return settings
 
 
+# The services load only for the commands that run them: ``request`` is a question, and
+# a question's start stays free of aiohttp and the services (clearance_cli.main).
+
+
 def up(args: argparse.Namespace) -> int:
+    from clearance_cli import embedded  # noqa: PLC0415 - see above
+
     settings = _settings(args)
     with contextlib.suppress(KeyboardInterrupt):
         embedded.up(args, settings)
@@ -31,6 +36,8 @@ def up(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from clearance_cli import services  # noqa: PLC0415 - see above
+
     settings = _gateway_flags(args, _settings(args))
     names = list(services.NAMES) if args.service == "all" else [args.service]
     with contextlib.suppress(KeyboardInterrupt):
@@ -47,6 +54,9 @@ def _gateway_flags(args: argparse.Namespace, settings: Settings) -> Settings:
 
 
 def console(args: argparse.Namespace) -> int:
+    from clearance_cli import services  # noqa: PLC0415 - see above
+    from clearance_console.app import url as console_url  # noqa: PLC0415 - see above
+
     settings = _settings(args)
     print(f"Clearance console: {console_url(args.host, args.port)}", flush=True)
     with contextlib.suppress(KeyboardInterrupt):
