@@ -195,6 +195,14 @@ async def memory_per_entry(r: aioredis.Redis, nc: Any) -> dict[str, float]:
     return {"entries_added": added, "bytes_per_entry": grown / max(added, 1)}
 
 
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process (Linux), in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 async def answering(nc: Any) -> None:
     """Wait until a decision process answers."""
     while True:
@@ -289,6 +297,9 @@ async def measure_all(seconds: float) -> dict[str, Any]:
         results["echo_rps"] = echo
         results["freshness"] = await freshness(nc, js, r, Warm(2000, 5))
         results["memory"] = await memory_per_entry(r, nc)
+        results["memory"]["decision_rss_mb"] = rss_mb(decision[0].pid)
+        results["memory"]["valkey_used_mb"] = int(
+            (await r.info("memory"))["used_memory"]) / 2**20
         run.teardown(decision, [])
         decision = []
         results["scale_out"] = await scale_out(nc, srv.env, echo, seconds)
@@ -325,6 +336,8 @@ def report(results: dict[str, Any]) -> str:
     memory = results["memory"]
     lines.append(f"Valkey bytes per cached decision: {memory['bytes_per_entry']:.0f} "
                  f"(1M decisions = {memory['bytes_per_entry'] * 1e6 / 2**30:.2f} GiB) | "
+                 f"decision process RSS {memory.get('decision_rss_mb', 0):.0f} MiB with the "
+                 f"mirror | Valkey used {memory.get('valkey_used_mb', 0):.0f} MiB | "
                  f"compile, fresh fleet: {results['compile_events_per_s']:.0f} events/s")
     return "\n".join(lines)
 
