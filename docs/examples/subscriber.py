@@ -6,7 +6,6 @@ status: alert on an invalid or overridden policy). Bodies are decoded into the c
 msgspec Structs, so a message off the contract is refused, not half-read.
 
     python docs/examples/subscriber.py            # CLEARANCE_NATS_URL, default localhost
-    faststream run docs.examples.subscriber:app   # the same, with FastStream's runner
 """
 
 from __future__ import annotations
