@@ -12,6 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from clearance_client import DecisionCache
 
@@ -90,7 +91,8 @@ async def _until(condition: object, timeout: float = 10.0) -> None:
         await asyncio.sleep(0.02)
 
 
-async def _until_status(http: TestClient[object, object], path: str, status: int) -> None:
+async def _until_status(http: TestClient[web.Request, web.Application], path: str,
+                        status: int) -> None:
     deadline = asyncio.get_running_loop().time() + 10.0
     while (await http.get(path, headers=ALICE)).status != status:
         assert asyncio.get_running_loop().time() < deadline, f"{path} never {status}"

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]
 import msgspec
 import pytest
 
