@@ -121,9 +121,11 @@ class ClearanceClient:
     async def check(self, request: wire.CheckRequest, **options: Unpack[CallOptions]
                     ) -> wire.CheckResult:
         """One decision; answered from the local cache when there is one and it holds a
-        fresh answer (``cached`` is then true)."""
-        cache = self.cache
-        if cache is None or not self._cache_trusted():
+        fresh answer (``cached`` is then true). Requests carrying a ``token`` instead of a
+        principal always go to the service."""
+        cache, principal = self.cache, request.principal
+        # A token request names nobody the client could match an event against: not kept.
+        if cache is None or principal is None or not self._cache_trusted():
             return await self._call(wire.SUBJECT_CHECK, request, wire.CheckResult, **options)
         key = cache.key(request)
         wanted = options.get("min_revision") or request.min_revision or 0
@@ -133,7 +135,7 @@ class ClearanceClient:
         since = cache.begin()
         result = await self._call(wire.SUBJECT_CHECK, request, wire.CheckResult, **options)
         if self._cache_trusted():  # a reconnect meanwhile clears, and so refuses the put
-            cache.put(key, request.principal, result, since=since)
+            cache.put(key, principal, result, since=since)
         return result
 
     async def check_batch(self, request: wire.BatchRequest,
