@@ -39,6 +39,8 @@ lint:
     {{venv}}/mypy
     {{venv}}/lint-imports
     {{venv}}/clearance schemas --check
+    {{venv}}/ruff check docs/examples
+    {{venv}}/mypy docs/examples
 
 # Regenerate proto-schemas/ from the msgspec Structs.
 schemas:

@@ -1,5 +1,6 @@
-"""proto-schemas/: JSON Schema for every wire message and an AsyncAPI document, generated
-from the msgspec Structs in :mod:`clearance_core.wire` (``--check`` fails on drift)."""
+"""proto-schemas/: JSON Schema for every wire message and an AsyncAPI 3.0.0 document
+(``asyncapi.py``), generated from the msgspec Structs in :mod:`clearance_core.wire`
+(``--check`` fails on drift)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from clearance_cli import asyncapi
 from clearance_core import wire
 
 #: What each request/reply subject of ``wire.REQUESTS`` is for (a subject missing here
@@ -81,29 +83,7 @@ def render() -> dict[str, str]:
             {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema,
              "components": {"schemas": components}}
         )
-    channels: dict[str, Any] = {}
-    for subject, message, reply, summary in CHANNELS:
-        channel: dict[str, Any] = {
-            "description": summary,
-            "subscribe" if reply is None else "publish": {
-                "message": {"payload": {"$ref": f"#/components/schemas/{message.__name__}"}}
-            },
-        }
-        if reply is not None:
-            channel["x-reply"] = {"oneOf": [
-                {"$ref": f"#/components/schemas/{reply.__name__}"},
-                {"$ref": f"#/components/schemas/{ERROR.__name__}"},
-            ]}
-        channels[subject] = channel
-    files["asyncapi.json"] = _dump({
-        "asyncapi": "2.6.0",
-        "info": {"title": "Clearance", "version": "v1",
-                 "description": "Access decisions over NATS. Generated from the msgspec "
-                                "Structs in libs/clearance_core/wire/; do not edit."},
-        "defaultContentType": "application/json",
-        "channels": channels,
-        "components": {"schemas": components},
-    })
+    files["asyncapi.json"] = _dump(asyncapi.render(SUMMARIES, components))
     return files
 
 
