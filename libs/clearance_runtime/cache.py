@@ -28,6 +28,23 @@ import redis.exceptions
 from clearance_runtime import health, keys, metrics
 from clearance_runtime.coalesce import Coalescer
 
+_pack = msgspec.msgpack.Encoder().encode
+
+
+def _as_str(blob: bytes) -> msgspec.Raw:
+    """The blob as a msgpack *str*: Lua's cmsgpack knows no bin type, and a Lua string
+    holds any bytes."""
+    size = len(blob)
+    if size < 32:
+        head = bytes((0xA0 | size,))
+    elif size < 1 << 8:
+        head = b"\xd9" + size.to_bytes(1, "big")
+    elif size < 1 << 16:
+        head = b"\xda" + size.to_bytes(2, "big")
+    else:
+        head = b"\xdb" + size.to_bytes(4, "big")
+    return msgspec.Raw(head + blob)
+
 #: Stores per script call at most (each a few entries: a bound on one script's time).
 STORE_CHUNK = 64
 
@@ -35,31 +52,30 @@ STORE_CHUNK = 64
 # ``volatile-*`` eviction they are the only keys that can be evicted. Index sets carry no
 # TTL: an evicted index would leave live entries no invalidation can reach (a stale
 # allow), while an evicted entry only leaves a dangling index member, which SWEEP removes.
-# ARGV: now, then groups of entries computed from one state each: the state's identity
-# (checkpoint@build), how many entries, and the entries. A group is written only if the
-# compiled state is still that one (the fence, per group: stores of concurrent requests
-# travel together, but each is fenced on the state it was computed from).
+# ARGV[1]: msgpack [now, [[state, [[key, blob, ttl, [index...]]...]]...]]: groups of
+# entries computed from one state each (checkpoint@build). A group is written only if
+# the compiled state is still that one (the fence, per group: stores of concurrent
+# requests travel together, but each is fenced on the state it was computed from). One
+# packed argument, not one per field: the Redis client's per-argument work was a
+# visible part of a cache miss.
 _PUT = f"""
 local built = redis.call('GET', '{keys.BUILT}') or ''
 local state = (redis.call('GET', '{keys.REV}') or '0') .. '@' .. built
-local now = tonumber(ARGV[1])
-local i = 2
+local call = cmsgpack.unpack(ARGV[1])
+local now = call[1]
 local stored = {{}}
-while i <= #ARGV do
-  local fenced, count = ARGV[i] ~= state, tonumber(ARGV[i + 1])
+for _, group in ipairs(call[2]) do
   local written = 0
-  i = i + 2
-  for _ = 1, count do
-    local key, blob, ttl, nidx = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
-    if not fenced then
-      redis.call('SET', key, blob, 'PX', ttl)
+  if group[1] == state then
+    for _, entry in ipairs(group[2]) do
+      local key, ttl = entry[1], entry[3]
+      redis.call('SET', key, entry[2], 'PX', ttl)
       redis.call('ZADD', '{keys.CACHE_ALL}', now + ttl, key)
-      for j = 1, nidx do
-        redis.call('SADD', ARGV[i + 3 + j], key)
+      for _, index in ipairs(entry[4]) do
+        redis.call('SADD', index, key)
       end
       written = written + 1
     end
-    i = i + 4 + nidx
   end
   table.insert(stored, written)
 end
@@ -224,14 +240,11 @@ class DecisionCache:
         return await self._stores.submit((compiled_revision, entries))
 
     async def _store_many(self, groups: Sequence[tuple[str, Sequence[Entry]]]) -> list[int]:
-        argv: list[str | bytes | int] = [int(time.time() * 1000)]
-        for compiled_revision, entries in groups:
-            argv.extend((compiled_revision, len(entries)))
-            for entry in entries:
-                argv.extend((entry.key, entry.blob, entry.ttl_ms, len(entry.indexes)))
-                argv.extend(entry.indexes)
+        packed = _pack([int(time.time() * 1000), [
+            [state, [[e.key, _as_str(e.blob), e.ttl_ms, e.indexes] for e in entries]]
+            for state, entries in groups]])
         try:
-            return [int(n) for n in await self._put(args=argv)]
+            return [int(n) for n in await self._put(args=[packed])]
         except redis.exceptions.ResponseError as exc:
             if not str(exc).startswith("OOM"):
                 raise

@@ -95,20 +95,20 @@ class Checks:
                         BatchItem(action=request.action, resource=request.resource))))
             except Exception:  # noqa: S112 - the slow path answers it with its own error
                 continue
-        missed: set[int] = set()
+        missed: dict[int, str] = {}  # index -> the cache key it missed
         if fast:
             try:
                 revision, blobs = await self._cache.lookup([key for _, _, key in fast])
             except STORE_OUTAGES as exc:
                 raise unavailable(exc) from None
-            for (index, request, _), blob in zip(fast, blobs, strict=True):
+            for (index, request, key), blob in zip(fast, blobs, strict=True):
                 if blob is None:
-                    missed.add(index)
+                    missed[index] = key
                 else:  # an unusable entry is answered (or failed) by the slow path
                     replies[index] = self._from_cache(route, blob, request, bodies[index],
                                                       revision)
         if missed:
-            await self._misses(route, bodies, requests, sorted(missed), replies)
+            await self._misses(route, bodies, requests, missed, replies)
         slow = [i for i, reply in enumerate(replies) if reply is None]
         if slow:
             answers = await asyncio.gather(*(
@@ -118,22 +118,22 @@ class Checks:
         return [reply for reply in replies if reply is not None]
 
     async def _misses(self, route: Route, bodies: list[bytes],
-                      requests: list[CheckRequest | None], missed: list[int],
+                      requests: list[CheckRequest | None], missed: dict[int, str],
                       replies: list[bytes | None]) -> None:
         """The cache misses answered together (one probe, one store); any that fails is
         left to the slow path, which answers it alone with its own error."""
-        asked = [(i, request, principal) for i in missed
+        asked = [(i, request, principal, key) for i, key in missed.items()
                  if (request := requests[i]) is not None
                  and (principal := request.principal) is not None]
         try:
             answers = await self._decider.misses([
-                (principal, BatchItem(action=request.action, resource=request.resource))
-                for _, request, principal in asked])
+                (principal, BatchItem(action=request.action, resource=request.resource), key)
+                for _, request, principal, key in asked])
         except Exception:  # each is then answered alone, failing with its own error
             return
         if answers is None:
             return
-        for (index, request, _), answer in zip(asked, answers, strict=True):
+        for (index, request, _, _), answer in zip(asked, answers, strict=True):
             if isinstance(answer, Exception):
                 continue
             if not request.explain:

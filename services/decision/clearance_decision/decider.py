@@ -132,16 +132,18 @@ class Decider:
             # Validity is measured from when the evaluation started (before the read).
             results[i] = self._result(
                 snapshot, identity, checks[i], pkey=pkey, cluster=clusters[i],
-                namespace=namespaces[i], digest=digests[i], now=started, entries=entries)
+                namespace=namespaces[i], key=entry_key(digests[i]), now=started,
+                entries=entries)
         await self._store(snapshot.compiled_revision, entries)
         return snapshot.revision
 
-    async def misses(self, asked: Sequence[tuple[Principal, BatchItem]]
+    async def misses(self, asked: Sequence[tuple[Principal, BatchItem, str]]
                      ) -> list[CheckResult | Exception] | None:
         """Single checks that just missed the cache, answered together from the mirror:
         one probe for all, each evaluated at once, their entries stored in one call. A
         check that cannot be answered gets its exception (its own error reply); ``None``
-        without a mirror (each is then answered on its own)."""
+        without a mirror (each is then answered on its own). Each comes with the cache key
+        its lookup just missed (:meth:`cache_key`)."""
         started = time.time()
         revision = await self._reads.current()
         if revision is None:
@@ -149,7 +151,7 @@ class Decider:
         out: list[CheckResult | Exception] = []
         entries: list[Entry] = []
         state = ""
-        for principal, check in asked:
+        for principal, check, key in asked:
             try:
                 check_principal(principal)
                 cluster = cluster_of(check.resource)
@@ -161,8 +163,7 @@ class Decider:
                 state = snapshot.compiled_revision
                 result = self._result(
                     snapshot, identity, check, pkey=pkey, cluster=cluster,
-                    namespace=namespace, now=started, entries=entries,
-                    digest=decision_digest(pkey, check.action, check.resource, cluster))
+                    namespace=namespace, now=started, entries=entries, key=key)
             except Exception as exc:
                 out.append(exc)
                 continue
@@ -175,7 +176,7 @@ class Decider:
         return out
 
     def _result(self, snapshot: Snapshot, identity: Identity, check: BatchItem, *,
-                pkey: str, cluster: str, namespace: str | None, digest: str, now: float,
+                pkey: str, cluster: str, namespace: str | None, key: str, now: float,
                 entries: list[Entry]) -> CheckResult:
         """One check decided from a snapshot; its cache entry appended to ``entries``."""
         decision = decide(
@@ -196,7 +197,7 @@ class Decider:
         result = result_of(decision)
         if self._cache.ttl_ms > 0:
             entries.append(Entry(
-                key=entry_key(digest),
+                key=key,
                 blob=_encode_result(result),
                 ttl_ms=self._cache.ttl_ms,
                 indexes=entry_indexes(identity.names, identity.groups, cluster, pkey),

@@ -1,0 +1,32 @@
+"""Cache stores travel packed (one msgpack argument per script call): every blob size
+and every byte survives, and each group of entries keeps its own fence."""
+
+from __future__ import annotations
+
+import pytest
+import redis.asyncio as aioredis
+
+from clearance_runtime import keys
+from clearance_runtime.cache import DecisionCache, Entry
+from tests.conftest import Servers
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.parametrize("size", [0, 31, 32, 255, 256, 65535, 65536, 200_000])
+async def test_a_stored_blob_comes_back_byte_for_byte(clean_servers: Servers,
+                                                      size: int) -> None:
+    r = aioredis.Redis.from_url(clean_servers.redis_url)
+    try:
+        await r.mset({keys.REV: 7, keys.BUILT: "5:a"})
+        cache = DecisionCache(r, ttl_seconds=60)
+        blob = bytes(i % 256 for i in range(size))
+        entry = Entry(key=keys.cache_entry("d"), blob=blob, ttl_ms=60_000,
+                      indexes=(keys.cache_by_user("zoë *"), keys.cache_by_cluster("c:1")))
+        assert await cache.store("7@5:a", [entry]) == 1
+        assert await r.get(entry.key) == blob
+        assert await r.smembers(keys.cache_by_user("zoë *")) == {entry.key.encode()}
+        # Another state's entries are fenced out, in the same call or alone.
+        assert await cache.store("6@5:a", [entry]) == 0
+    finally:
+        await r.aclose()
