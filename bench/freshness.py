@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import time
@@ -195,6 +196,12 @@ async def memory_per_entry(r: aioredis.Redis, nc: Any) -> dict[str, float]:
     return {"entries_added": added, "bytes_per_entry": grown / max(added, 1)}
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mb(pid: int) -> float:
     """Resident memory of a process (Linux), in MiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -227,10 +234,15 @@ async def scale_out(nc: Any, env: dict[str, str], echo_rps: float, seconds: floa
             await load(nc, "clearance.v1.check", bodies[offset:offset + 2000], seconds=0.5,
                        inflight=64)
             offset += 2000
+            used = [cpu_seconds(p.pid) for p in procs]
             rate, lat = await load(nc, "clearance.v1.check", bodies[offset:], seconds=seconds,
                                    inflight=64)
+            used = [cpu_seconds(p.pid) - u for p, u in zip(procs, used, strict=True)]
             offset += int(rate * seconds) + 1
-            out[str(n)] = {"rps": rate, "ratio": rate / echo_rps, "p50_ms": pct(lat, 50)}
+            out[str(n)] = {"rps": rate, "ratio": rate / echo_rps, "p50_ms": pct(lat, 50),
+                           # Whether the decision processes were the bottleneck at all.
+                           "cpu_us_per_check": sum(used) / max(rate * seconds, 1) * 1e6,
+                           "busy": [round(u / seconds, 2) for u in used]}
         finally:
             run.teardown(procs, [])
     return out
@@ -328,7 +340,9 @@ def report(results: dict[str, Any]) -> str:
                      f"effect p50 {row['effect_p50_ms']:.1f} ms")
     scale = results["scale_out"]
     lines.append("uncached checks by decision processes: " + " | ".join(
-        f"N={n}: {row['rps']:.0f} req/s = {row['ratio']:.2f}x echo" for n, row in scale.items()))
+        f"N={n}: {row['rps']:.0f} req/s = {row['ratio']:.2f}x echo, "
+        f"{row['cpu_us_per_check']:.0f} us CPU per check, busy {row['busy']}"
+        for n, row in scale.items()))
     ps = results["policy_scaling"]
     lines.append(f"uncached p50, principal in 20 Groups: 100 policies {ps['100']['p50_ms']:.2f} "
                  f"ms, 10,000 policies {ps['10000']['p50_ms']:.2f} ms = {ps['ratio']:.2f}x "
