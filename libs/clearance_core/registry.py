@@ -21,6 +21,9 @@ class KindSpec:
     plural: str
     namespaced: bool
     fold: Fold | None = None
+    #: Clearance writes the status subresource of these objects (the watcher, from the
+    #: compiler's statuses); a change to an object's status alone is not an event.
+    writes_status: bool = False
 
     @property
     def group(self) -> str:
@@ -32,11 +35,11 @@ _RBAC = "rbac.authorization.k8s.io/v1"
 _OCM = "cluster.open-cluster-management.io"
 SPECS: tuple[KindSpec, ...] = (
     KindSpec("monitoraccesspolicy", "clusterpulse.io/v1alpha1", "monitoraccesspolicies",
-             True, policies.fold),
+             True, policies.fold, writes_status=True),
     KindSpec("metricsource", "clusterpulse.io/v1alpha1", "metricsources", True,
              metricsources.fold),
     KindSpec("accesspolicy", "clearance.io/v1alpha1", "accesspolicies", True,
-             accesspolicies.fold),
+             accesspolicies.fold, writes_status=True),
     KindSpec("managedcluster", f"{_OCM}/v1", "managedclusters", False,
              inventory.fold_cluster_event),
     KindSpec("managedclusterset", f"{_OCM}/v1beta2", "managedclustersets", False,
@@ -54,3 +57,5 @@ REGISTRY: dict[str, KindSpec] = {spec.kind: spec for spec in SPECS}
 #: kind -> (API group/version, plural, namespaced): what the watcher lists and watches.
 WATCHED: dict[str, tuple[str, str, bool]] = {
     spec.kind: (spec.api_version, spec.plural, spec.namespaced) for spec in SPECS}
+#: The kinds whose status Clearance writes back to the Kubernetes API.
+STATUS_WRITTEN: frozenset[str] = frozenset(spec.kind for spec in SPECS if spec.writes_status)

@@ -15,6 +15,7 @@ from clearance_runtime import bus
 from clearance_watcher.ledger import Ledger
 from tests.conftest import Servers
 from tests.integration.harness import cluster
+from tests.unit.policies import policy
 
 
 @pytest.fixture
@@ -110,3 +111,30 @@ async def test_recreated_object_closes_its_old_subject(js: JetStreamContext) -> 
     await ledger.apply("ADDED", new)
     assert [(t, s.rsplit(".", 1)[1]) for t, _, s in await events(js)] == [
         ("ADDED", "uid-1"), ("DELETED", "uid-1"), ("ADDED", "uid-2")]
+
+
+async def test_a_status_only_change_of_a_policy_is_not_an_event(js: JetStreamContext) -> None:
+    # The watcher writes the status of policies itself: its own writes, and any other
+    # status change, must not come back through the stream (nor feed the compiler).
+    ledger = Ledger(js, source="test")
+
+    def served(rv: str, *, status: dict[str, Any] | None = None, **labels: str
+               ) -> dict[str, Any]:
+        obj = policy("ops")
+        obj["metadata"].update(uid="u1", resourceVersion=rv, generation=1, labels=labels,
+                               managedFields=[{"manager": f"m{rv}"}])
+        return obj if status is None else {**obj, "status": status}
+
+    await ledger.apply("ADDED", served("5"))
+    await ledger.apply("MODIFIED", served("6", status={"state": "Active"}))
+    await ledger.sync([served("7", status={"state": "Error"})], kinds={"monitoraccesspolicy"})
+    await ledger.apply("MODIFIED", served("8", status={"state": "Error"}, team="a"))
+    assert [t for t, _, _ in await events(js)] == ["ADDED", "MODIFIED"]
+
+    # Other kinds keep every version the API serves (their status may well matter).
+    other = cluster("c")
+    await ledger.apply("ADDED", {**other, "metadata": {**other["metadata"],
+                                                       "resourceVersion": "1"}})
+    await ledger.apply("MODIFIED", {**other, "status": {"x": 1}, "metadata": {
+        **other["metadata"], "resourceVersion": "2"}})
+    assert [t for t, _, _ in await events(js)] == ["ADDED", "MODIFIED", "ADDED", "MODIFIED"]

@@ -9,6 +9,11 @@ a deletion that happened while it was down.
 
 Every publish waits for the JetStream ack and carries ``Nats-Msg-Id``; a retried publish
 reuses its id, so the stream stores it once.
+
+For the kinds whose status Clearance writes (``registry.STATUS_WRITTEN``), a new version
+that differs only in ``status`` (and the resourceVersion and managedFields that move with
+it) is not an event: no fold reads a status, and publishing the watcher's own status
+writes would feed them back through the compiler.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from clearance_core.errors import InvalidObject
 from clearance_core.kinds import ObjectRef, content_hash, event_subject, ref_of
+from clearance_core.registry import STATUS_WRITTEN
 from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS, Event, EventType
 from clearance_runtime import bus, logs, metrics, retries
 
@@ -168,7 +174,8 @@ class Ledger:
             return
         version = version_of(obj)
         subject = event_subject(obj, ref)
-        if current is not None and current.version == version and current.subject == subject:
+        if current is not None and current.subject == subject and (
+                current.version == version or _status_only(ref, current.obj, obj)):
             return
         if current is not None and current.subject != subject:
             # Recreated under a new uid: close the old subject so replays stay clean.
@@ -201,3 +208,14 @@ class Ledger:
         log.info("event_published", type=event_type, object=str(ref), seq=ack.seq,
                  duplicate=bool(ack.duplicate))
         return int(ack.seq)
+
+
+def _status_only(ref: ObjectRef, before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """Whether ``after`` differs from ``before`` only in what a status write changes."""
+    return ref.kind in STATUS_WRITTEN and _without_status(before) == _without_status(after)
+
+
+def _without_status(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items()
+            if k not in ("resourceVersion", "managedFields")}
+    return {**{k: v for k, v in obj.items() if k != "status"}, "metadata": meta}
