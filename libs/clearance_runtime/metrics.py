@@ -78,6 +78,11 @@ CACHE_SWEPT = Counter(
     "clearance_cache_index_swept_total",
     "Dangling cache index members (expired or evicted entries) removed",
 )
+STATUS_WRITES = Counter(
+    "clearance_status_writes_total",
+    "Policy statuses the watcher wrote back to Kubernetes, by kind and outcome (written, "
+    "gone: the object was deleted, failed: refused and not retried)", ["kind", "outcome"],
+)
 MALFORMED = Counter("clearance_malformed_total", "Malformed inputs skipped, by where", ["where"])
 RBAC_INDEX_UPDATES = Counter(
     "clearance_rbac_index_updates_total",

@@ -32,6 +32,8 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     manifests: Path | None = None
     kubeconfig: Path | None = None
     kubernetes: bool = False  # watch a Kubernetes API (in-cluster or kubeconfig)
+    #: With a Kubernetes API: write policies' statuses back to their status subresource.
+    write_status: bool = True
     manifest_poll_seconds: _Seconds = 0.25
     #: /readyz fails while a consumer is more than this many events behind.
     ready_max_lag: _NonNegative = 1000
@@ -96,6 +98,7 @@ ENV = {
     "manifests": "CLEARANCE_MANIFESTS",
     "kubeconfig": "CLEARANCE_KUBECONFIG",
     "kubernetes": "CLEARANCE_KUBERNETES",
+    "write_status": "CLEARANCE_WRITE_STATUS",
     "manifest_poll_seconds": "CLEARANCE_MANIFEST_POLL",
     "ready_max_lag": "CLEARANCE_READY_MAX_LAG",
     "decision_mirror": "CLEARANCE_DECISION_MIRROR",
@@ -109,7 +112,7 @@ ENV = {
     "gateway_url": "CLEARANCE_GATEWAY_URL",
     "gateway_timeout": "CLEARANCE_GATEWAY_TIMEOUT",
 }
-_BOOLEANS = {"allow_unset", "kubernetes", "decision_mirror"}
+_BOOLEANS = {"allow_unset", "kubernetes", "decision_mirror", "write_status"}
 _BOOLEAN_WORDS = {"yes": "true", "on": "true", "no": "false", "off": "false"}
 
 

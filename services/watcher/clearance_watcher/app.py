@@ -54,7 +54,15 @@ class Watcher:
         from clearance_watcher import kube  # noqa: PLC0415  (only when watching an API)
 
         async with await kube.api_client(self._settings.kubeconfig) as api:
-            await kube.KubeSource(api, ledger).run()
+            if not self._settings.write_status:
+                await kube.KubeSource(api, ledger).run()
+                return
+            from clearance_watcher.statuses import StatusWriter  # noqa: PLC0415
+
+            writer = StatusWriter(self._nc, api, ledger)
+            async with asyncio.TaskGroup() as group:
+                group.create_task(writer.run())
+                group.create_task(kube.KubeSource(api, ledger, observer=writer).run())
 
     async def _heartbeat(self) -> None:
         """The watcher reports like every service: a dead watcher shows as unhealthy in

@@ -33,7 +33,7 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import kubernetes_asyncio.client
@@ -57,6 +57,16 @@ _CHANGES: dict[str, EventType] = {"ADDED": "ADDED", "MODIFIED": "MODIFIED",
                                   "DELETED": "DELETED"}
 
 
+class Observer(Protocol):
+    """Hears of what the API serves after the ledger took it (the status writer)."""
+
+    def listed(self, kind: str, objects: list[dict[str, Any]]) -> None:
+        """A complete snapshot of ``kind``."""
+
+    def seen(self, event_type: EventType, obj: dict[str, Any]) -> None:
+        """One watch event."""
+
+
 class GoneError(ClearanceError):
     """The watched resourceVersion left the server's history: only a LIST can resume."""
 
@@ -76,8 +86,9 @@ class _Cursor:
 
 async def api_client(kubeconfig: Path | None) -> kubernetes_asyncio.client.ApiClient:
     """An API client from the kubeconfig file, or from the pod's service account."""
-    # Every kind holds a watch connection; a smaller pool would make a LIST wait.
-    return await kubeclient.api_client(kubeconfig, pool_size=len(WATCHED) + 4)
+    # Every kind holds a watch connection; a smaller pool would make a LIST (or a status
+    # patch: at most 4 at once) wait.
+    return await kubeclient.api_client(kubeconfig, pool_size=len(WATCHED) + 8)
 
 
 class KubeSource:
@@ -89,9 +100,11 @@ class KubeSource:
         kinds: Mapping[str, tuple[str, str, bool]] = WATCHED,
         timeout_seconds: int = 300,
         connect_timeout: float = 10.0,
+        observer: Observer | None = None,
     ) -> None:
         self._api = api
         self._ledger = ledger
+        self._observer = observer
         self._kinds = dict(kinds)
         self._timeout = timeout_seconds
         self._connect_timeout = connect_timeout
@@ -121,6 +134,8 @@ class KubeSource:
                 # Fail closed: objects of a kind the server no longer serves (its CRD was
                 # removed) must not keep granting access from the stream.
                 await self._ledger.sync([], kinds={cur.kind})
+                if self._observer is not None:
+                    self._observer.listed(cur.kind, [])
                 # A CRD may be installed later: look again now and then.
                 await asyncio.sleep(REDISCOVER_SECONDS)
                 return
@@ -169,6 +184,8 @@ class KubeSource:
                 break
             query = [("limit", str(PAGE_SIZE)), ("continue", str(meta["continue"]))]
         await self._ledger.sync(items, kinds={cur.kind})
+        if self._observer is not None:
+            self._observer.listed(cur.kind, items)
         cur.rv = rv
         log.info("kind_listed", kind=cur.kind, objects=len(items), resource_version=rv)
 
@@ -193,6 +210,8 @@ class KubeSource:
                 change = _CHANGES.get(event_type)
                 if change is not None:
                     await self._ledger.apply(change, _complete(obj, cur))
+                    if self._observer is not None:
+                        self._observer.seen(change, obj)
                 elif event_type != "BOOKMARK":
                     log.warning("watch_event_ignored", kind=cur.kind, type=event_type)
                     continue
@@ -202,31 +221,49 @@ class KubeSource:
 
     async def _get_json(self, path: str,
                         query: list[tuple[str, str]] | None = None) -> dict[str, Any]:
-        async with await self._get(path, query, read_timeout=LIST_READ_TIMEOUT) as resp:
-            # Raw JSON rather than the client's models: objects exactly as the server sent.
-            return _as_dict(_decode(await resp.read()))
+        return await call_json(self._api, "GET", path, query=query,
+                               connect_timeout=self._connect_timeout)
 
     async def _get(self, path: str, query: list[tuple[str, str]] | None, *,
                    read_timeout: float) -> aiohttp.ClientResponse:
-        """GET an API path, authenticated; the response unread. A status other than 2xx
-        raises ApiException (a 410 raises GoneError)."""
-        resp: aiohttp.ClientResponse = await self._api.call_api(
-            path, "GET", query_params=query, header_params=dict(_JSON),
-            auth_settings=["BearerToken"], _preload_content=False,
-            _request_timeout=aiohttp.ClientTimeout(connect=self._connect_timeout,
-                                                   sock_connect=self._connect_timeout,
-                                                   sock_read=read_timeout),
-        )
-        if 200 <= resp.status <= 299:
-            return resp
-        async with resp:
-            body = await resp.read()
-        try:
-            status = _as_dict(_decode(body))
-        except (msgspec.DecodeError, ValueError):
-            status = {}
-        raise _status_error({**status, "code": resp.status,
-                             "reason": status.get("reason") or resp.reason})
+        return await call(self._api, "GET", path, query, read_timeout=read_timeout,
+                          connect_timeout=self._connect_timeout)
+
+
+async def call(api: kubernetes_asyncio.client.ApiClient, method: str, path: str,
+               query: list[tuple[str, str]] | None = None, *, body: Any = None,
+               content_type: str | None = None, read_timeout: float = LIST_READ_TIMEOUT,
+               connect_timeout: float = 10.0) -> aiohttp.ClientResponse:
+    """Call an API path, authenticated; the response unread. A status other than 2xx
+    raises ApiException (a 410 raises GoneError)."""
+    headers = dict(_JSON)
+    if content_type is not None:
+        headers["Content-Type"] = content_type
+    resp: aiohttp.ClientResponse = await api.call_api(
+        path, method, query_params=query, header_params=headers, body=body,
+        auth_settings=["BearerToken"], _preload_content=False,
+        _request_timeout=aiohttp.ClientTimeout(connect=connect_timeout,
+                                               sock_connect=connect_timeout,
+                                               sock_read=read_timeout),
+    )
+    if 200 <= resp.status <= 299:
+        return resp
+    async with resp:
+        raw = await resp.read()
+    try:
+        status = _as_dict(_decode(raw))
+    except (msgspec.DecodeError, ValueError):
+        status = {}
+    raise _status_error({**status, "code": resp.status,
+                         "reason": status.get("reason") or resp.reason})
+
+
+async def call_json(api: kubernetes_asyncio.client.ApiClient, method: str, path: str,
+                    **kwargs: Any) -> dict[str, Any]:
+    """:func:`call`, and the JSON object it answered."""
+    async with await call(api, method, path, **kwargs) as resp:
+        # Raw JSON rather than the client's models: objects exactly as the server sent.
+        return _as_dict(_decode(await resp.read()))
 
 
 def _watch_event(line: bytes) -> tuple[str, dict[str, Any]] | None:
