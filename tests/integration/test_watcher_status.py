@@ -234,3 +234,17 @@ async def test_an_object_gone_before_its_patch_is_dropped_quietly(
     assert kmock.objects[MAP, "ns", "kept"]["status"]["state"] == "Active"
     assert [c.args[0] for c in captured.calls if c.method_name in ("warning", "error")] == []
     assert any(c.args == ("status_target_gone",) for c in captured.calls)
+
+
+@pytest.mark.kmock(cls=Versioned)
+async def test_a_conflict_is_retried(system: System, kmock: KubernetesEmulator) -> None:
+    kmock.objects[MAP, "ns", "ops"] = served(policy("ops", users=["olga"]))
+    conflict = {"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": 409,
+                "reason": "Conflict", "message": "the object has been modified"}
+    kmock[f"patch {MAP}"][:1] << 409 << conflict
+    await system.start()
+    await until(lambda: len(status_patches(kmock, f"{MAP_PATH}/ops")) == 2)
+    first, second = status_patches(kmock, f"{MAP_PATH}/ops")
+    assert without_times(first["status"]) == without_times(second["status"])
+    await until(lambda: kmock.objects[MAP, "ns", "ops"].get("status", {}).get("state")
+                == "Active")

@@ -20,7 +20,7 @@ def _crd(kind: str) -> dict[str, Any]:
 
 
 def test_the_written_kinds_are_the_policies() -> None:
-    assert STATUS_WRITTEN == {"monitoraccesspolicy", "accesspolicy"}
+    assert {"monitoraccesspolicy", "accesspolicy"} == STATUS_WRITTEN
 
 
 def test_their_crds_have_a_status_subresource_and_show_state_message_and_age() -> None:

@@ -21,6 +21,8 @@ client-go's reflector):
 The client is ``kubernetes_asyncio``: configuration and authentication (kubeconfig or
 the pod's service account, token refresh), TLS and one aiohttp session. Requests are
 plain GETs of API paths, and objects stay the JSON the server sent (no client models).
+An optional :class:`Observer` (the status writer, ``statuses.py``) hears of every LIST
+snapshot and watch event after the ledger took it; ``call`` serves its PATCHes.
 Everything runs on the event loop: the ledger is awaited between two lines of a watch,
 so a slow ledger slows the watch down (backpressure) instead of queueing events, and
 cancelling ``run()`` closes the watch's connection at once.

@@ -243,7 +243,7 @@ class StatusWriter:
                 raise
             # Deleted since the API showed it (its watch event will say so): not an error.
             metrics.STATUS_WRITES.labels(kind=ref.kind, outcome="gone").inc()
-            log.debug("status_target_gone", object=str(ref))
+            log.info("status_target_gone", object=str(ref))
             return None
         metrics.STATUS_WRITES.labels(kind=ref.kind, outcome="written").inc()
         log.info("status_written", object=str(ref), state=status.get("state"),
