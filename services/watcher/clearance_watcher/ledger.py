@@ -11,8 +11,8 @@ Every publish waits for the JetStream ack and carries ``Nats-Msg-Id``; a retried
 reuses its id, so the stream stores it once.
 
 For the kinds whose status Clearance writes (``registry.STATUS_WRITTEN``), a new version
-that differs only in ``status`` (and the resourceVersion and managedFields that move with
-it) is not an event: no fold reads a status, and publishing the watcher's own status
+whose ``status`` moved and nothing else did (but the resourceVersion and managedFields
+that move with it) is not an event: no fold reads a status, and publishing the watcher's own status
 writes would feed them back through the compiler.
 """
 
@@ -211,8 +211,11 @@ class Ledger:
 
 
 def _status_only(ref: ObjectRef, before: dict[str, Any], after: dict[str, Any]) -> bool:
-    """Whether ``after`` differs from ``before`` only in what a status write changes."""
-    return ref.kind in STATUS_WRITTEN and _without_status(before) == _without_status(after)
+    """Whether ``after`` is a status write over ``before``: its status moved and nothing
+    else did (but the resourceVersion and managedFields that move with it). A new version
+    with nothing changed at all is still published, as every version always was."""
+    return ref.kind in STATUS_WRITTEN and before.get("status") != after.get("status") \
+        and _without_status(before) == _without_status(after)
 
 
 def _without_status(obj: dict[str, Any]) -> dict[str, Any]:
