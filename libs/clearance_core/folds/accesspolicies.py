@@ -10,7 +10,8 @@ persists exactly what it changed:
   path besides the Fleet's (others read the Fleet's), and the targets that vanished;
 - whom it concerns: the subjects of every rule added, removed or changed on those
   targets (:func:`clearance_core.merge.subjects_changed`, old and new), both announced
-  and invalidated — cached checks read effective rules;
+  and invalidated — cached checks read effective rules; a Namespace target that appears
+  or vanishes is compared with its cluster's rules, which its namespace reads without it;
 - the conditions of every policy whose status may have moved (``Change.moved``), stored
   and published only when they differ from what was last stored.
 
@@ -20,11 +21,12 @@ applied), and its status says why (``Accepted`` False ``Invalid``).
 
 from __future__ import annotations
 
-from clearance_core import status
+from clearance_core import hierarchy, status
 from clearance_core.accesspolicy import compile_access_policy
 from clearance_core.errors import InvalidObject
 from clearance_core.folds import FoldEvent, FoldResult
-from clearance_core.inherit_index import Event, PolicyApplied, PolicyRemoved
+from clearance_core.hierarchy import Target
+from clearance_core.inherit_index import Change, Event, PolicyApplied, PolicyRemoved
 from clearance_core.inherit_status import invalid_conditions, status_of
 from clearance_core.kinds import ObjectRef
 from clearance_core.merge import EffectivePolicy, subjects_changed
@@ -73,7 +75,8 @@ def follow(model: Model, tx: Writes, index_event: Event,
     for target in sorted({*change.effective, *change.removed},
                          key=lambda t: t.sort_key()):
         after = change.effective.get(target)
-        users, groups = subjects_changed(change.previous.get(target), after)
+        users, groups = subjects_changed(_read(model, change, target, before=True),
+                                         _read(model, change, target, before=False))
         tx.put_effective(target, after if after is not None and _stored(model, after)
                          else None)
         for audience in (tx.announce, tx.invalidate):
@@ -92,6 +95,23 @@ def follow(model: Model, tx: Writes, index_event: Event,
             model.access_status[key] = conditions
             published.append((_ref(key), PolicyStatus(conditions=conditions, revision=seq)))
     return published
+
+
+def _read(model: Model, change: Change, target: Target, *,
+          before: bool) -> EffectivePolicy | None:
+    """The effective policy decisions on ``target`` read before (or after) the event.
+
+    A Namespace target without one of its own (before its first policy, after its last)
+    reads its cluster's: the rules a decision there stops or starts reading are those,
+    not none — a namespace whose own policy goes falls back to its cluster's rules, and
+    the subjects of those concern the change too."""
+    own = change.previous.get(target) if before else change.effective.get(target)
+    source = hierarchy.derived_from(target)
+    if own is not None or source is None:
+        return own
+    if before and (source in change.previous or source in change.effective):
+        return change.previous.get(source)  # the cluster moved too: as it was
+    return model.inherit.effective.get(source)  # as it is (unchanged, if before)
 
 
 def _stored(model: Model, effective: EffectivePolicy) -> bool:
