@@ -16,8 +16,10 @@ The cache is never cleared: answers cached at one step are what the next step's 
 must invalidate. ``storm`` publishes a run of flips of one principal's policy while
 several clients keep asking about it: an answer with ``min_revision`` m must reflect the
 state at m or a later one (each flip's answer names a different rule, so an older state
-is recognisable). ``wait_for_boundary`` sleeps past the next notBefore/notAfter, with no
-event, and the invariant then asks again what it asked (and cached) before.
+is recognisable). ``window`` puts a policy for one principal in force from 0.3 s to 0.7 s
+ahead and asks before it opens, while it is open and after it closed, with no event in
+between; ``wait_for_boundary`` sleeps past the next notBefore/notAfter of the random
+policies, and the invariant then asks again what it asked (and cached) before.
 
 Runs derandomized in the suite (``CLEARANCE_FRESHNESS_EXAMPLES`` examples of
 ``CLEARANCE_FRESHNESS_STEPS`` steps; defaults keep it under a minute); a longer or

@@ -10,8 +10,9 @@ persists exactly what it changed:
   path besides the Fleet's (others read the Fleet's), and the targets that vanished;
 - whom it concerns: the subjects of every rule added, removed or changed on those
   targets (:func:`clearance_core.merge.subjects_changed`, old and new), both announced
-  and invalidated — cached checks read effective rules; a Namespace target that appears
-  or vanishes is compared with its cluster's rules, which its namespace reads without it;
+  and invalidated — cached checks read effective rules; for a Namespace target that
+  appears or vanishes, the subjects of its rules and of its cluster's, which its
+  namespace reads without it;
 - the conditions of every policy whose status may have moved (``Change.moved``), stored
   and published only when they differ from what was last stored.
 
@@ -75,8 +76,7 @@ def follow(model: Model, tx: Writes, index_event: Event,
     for target in sorted({*change.effective, *change.removed},
                          key=lambda t: t.sort_key()):
         after = change.effective.get(target)
-        users, groups = subjects_changed(_read(model, change, target, before=True),
-                                         _read(model, change, target, before=False))
+        users, groups = _concerned(model, change, target)
         tx.put_effective(target, after if after is not None and _stored(model, after)
                          else None)
         for audience in (tx.announce, tx.invalidate):
@@ -97,21 +97,27 @@ def follow(model: Model, tx: Writes, index_event: Event,
     return published
 
 
-def _read(model: Model, change: Change, target: Target, *,
-          before: bool) -> EffectivePolicy | None:
-    """The effective policy decisions on ``target`` read before (or after) the event.
+def _concerned(model: Model, change: Change, target: Target) -> tuple[set[str], set[str]]:
+    """(users, groups) whose decisions on ``target`` the change can alter.
 
-    A Namespace target without one of its own (before its first policy, after its last)
-    reads its cluster's: the rules a decision there stops or starts reading are those,
-    not none — a namespace whose own policy goes falls back to its cluster's rules, and
-    the subjects of those concern the change too."""
-    own = change.previous.get(target) if before else change.effective.get(target)
-    source = hierarchy.derived_from(target)
-    if own is not None or source is None:
-        return own
-    if before and (source in change.previous or source in change.effective):
-        return change.previous.get(source)  # the cluster moved too: as it was
-    return model.inherit.effective.get(source)  # as it is (unchanged, if before)
+    Usually the subjects of the rules added, removed or changed there. A Namespace target
+    that appears (its first policy) or vanishes (its last) is different: decisions in its
+    namespace switch between its effective policy and its cluster's, which is another set
+    of rules read from another target (their reasons name it) — every rule on either side
+    concerns the change."""
+    before, after = change.previous.get(target), change.effective.get(target)
+    cluster = hierarchy.derived_from(target)
+    if cluster is None or (before is None) == (after is None):
+        return subjects_changed(before, after)
+    if before is None:  # the cluster's as it was (if the event moved it too)
+        touched = cluster in change.previous or cluster in change.effective
+        before = change.previous.get(cluster) if touched else \
+            model.inherit.effective.get(cluster)
+    else:
+        after = model.inherit.effective.get(cluster)
+    users, groups = subjects_changed(None, before)
+    more_users, more_groups = subjects_changed(None, after)
+    return users | more_users, groups | more_groups
 
 
 def _stored(model: Model, effective: EffectivePolicy) -> bool:
