@@ -192,7 +192,7 @@ class Freshness(RuleBasedStateMachine):
             for (action, resource), got in zip(w.CHECKS, reply["results"], strict=True):
                 self.driver.expect(f"check.batch {who} {action} {resource}", answer(got),
                          lambda t, a=action, r=resource, p=who: fresh.check(
-                             p, a, r, now=t, explain=True), t0, t1)
+                             p, a, r, now=t, explain=True), self.world.moments(t0, t1))
 
     @rule(who=st.sampled_from(PRINCIPALS),
           picks=st.lists(st.sampled_from(range(len(w.CHECKS))), min_size=1, max_size=6),
@@ -215,7 +215,7 @@ class Freshness(RuleBasedStateMachine):
             self.driver.replied(f"check {who} {action} {resource}", reply, last)
             self.driver.expect(f"check {who} {action} {resource}", answer(reply),
                      lambda t, a=action, r=resource: fresh.check(
-                         who, a, r, now=t, explain=explain), t0, t1)
+                         who, a, r, now=t, explain=explain), self.world.moments(t0, t1))
 
     @rule(who=st.sampled_from(PRINCIPALS), cluster=st.sampled_from(w.CLUSTERS),
           type_name=st.sampled_from(sorted(w.ITEMS)))
@@ -229,7 +229,8 @@ class Freshness(RuleBasedStateMachine):
         self.driver.replied(f"filter {who} {cluster} {type_name}", reply, last)
         self.driver.expect(f"filter {who} {cluster} {type_name}",
                            [i["name"] for i in reply["items"]],
-                 lambda t: fresh.visible(who, cluster, type_name, items, now=t), t0, t1)
+                 lambda t: fresh.visible(who, cluster, type_name, items, now=t),
+                           self.world.moments(t0, t1))
 
     @rule(user=st.sampled_from(w.USERS[:-1]), groups=st.lists(st.sampled_from(w.GROUPS),
                                                              max_size=1),
@@ -249,7 +250,7 @@ class Freshness(RuleBasedStateMachine):
             "spec": spec}, min_revision=last))
         self.driver.replied(f"review.subject {spec}", reply, last)
         self.driver.expect(f"review.subject {spec}", reply["status"],
-                           lambda _t: self.fresh.review(user, groups, attrs), 0, 0)
+                           lambda _t: self.fresh.review(user, groups, attrs), [0.0])
 
     # Time and concurrency -------------------------------------------------------------
 
@@ -354,7 +355,8 @@ class Storm:
             self.driver.replied(what, reply, revision or 0)
             got = answer(reply)
             allowed = [self.oracle(i).check(self.who, "view", resource, now=t, explain=True)
-                       for i in range(floor, len(self.states)) for t in (t0, t1)]
+                       for i in range(floor, len(self.states))
+                       for t in self.states[i][1].moments(t0, t1)]
             if got not in allowed:
                 self.driver.fail(f"{what}: the answer reflects an older state\n"
                                  f"  got:     {got}\n  allowed: {allowed}")

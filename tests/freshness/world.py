@@ -305,3 +305,13 @@ class World:
             for value in obj["spec"]["lifecycle"]["validity"].values():
                 found.append(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp())
         return found
+
+    def moments(self, t0: float, t1: float) -> list[float]:
+        """The moments of [t0, t1] whose fresh answers cover every answer of that span:
+        answers only change at a validity boundary, so t0 and each boundary after it
+        (and a moment past it, whichever side the boundary itself belongs to). However
+        long a loaded machine keeps a request out, its answer is one of these."""
+        found = [t0, t1]
+        for bound in sorted(b for b in self.bounds() if t0 < b < t1):
+            found += [bound, bound + 0.0005]  # bounds are written in milliseconds
+        return found
