@@ -69,6 +69,8 @@ class Fresh:
         in_force = {s.type_name: winner(x for x in sources if x.type_name == s.type_name)
                     for s in sources}
         type_sources = {k: v for k, v in in_force.items() if v is not None}
+        #: Custom types some MetricSource declares: AccessPolicy rules hide the others.
+        self.declared = frozenset(type_sources)
         self.policies = [p for p in (fold_policy("ADDED", obj, None, type_sources)[0]
                                      for obj in world.of("monitoraccesspolicy"))
                          if p is not None]
@@ -123,7 +125,8 @@ class Fresh:
         target, rules = self.inherited(cluster, namespace_of(wire))
         if rules:
             decision = decide_with_inherited(rules, identity, action=action, resource=wire,
-                                             monitor=decision, target=target)
+                                             monitor=decision, target=target,
+                                             declared=self.declared)
         result = CheckResult(
             decision=decision.decision, allowed=decision.decision in ("allow", "partial"),
             reason=decision.reason, policy=decision.policy,

@@ -55,7 +55,7 @@ from tests.freshness.world import PRINCIPALS, Key, Who, World
 
 pytestmark = pytest.mark.integration
 
-EXAMPLES = int(os.environ.get("CLEARANCE_FRESHNESS_EXAMPLES", "25"))
+EXAMPLES = int(os.environ.get("CLEARANCE_FRESHNESS_EXAMPLES", "16"))
 STEPS = int(os.environ.get("CLEARANCE_FRESHNESS_STEPS", "30"))
 SEED = os.environ.get("CLEARANCE_FRESHNESS_SEED")
 #: Seconds the wait rule sleeps at most to cross a validity boundary.
