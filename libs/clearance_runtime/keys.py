@@ -53,13 +53,13 @@ Compiled state (written only by the compiler, in one fenced Lua script per event
 Invalidator:
     clr:inval:rev           last change record applied (the system's revision)
 Decision cache:
-    clr:dc:<digest>         msgpack CheckResult (TTL)
+    clr:dc2:<digest>        msgpack [CheckResult, valid until (POSIX s) | nil] (TTL)
     clr:dci:u:<name>        SET   cache keys of a username or email (index sets: no TTL)
     clr:dci:g:<group>       SET   cache keys computed with this effective group
     clr:dci:c:<cluster>     SET   cache keys about this cluster
     clr:dci:p:<digest>      SET   cache keys of one principal (cache.clear)
     clr:dci:all             ZSET  cache key -> expiry (ms): exact entry counts
-Memory (Valkey runs with ``maxmemory-policy volatile-lru``): only ``clr:dc:<digest>``
+Memory (Valkey runs with ``maxmemory-policy volatile-lru``): only ``clr:dc2:<digest>``
 entries carry a TTL, so they are the only keys eviction may remove. Compiled state, the
 change streams and the cache index sets carry none: an evicted index would leave live
 entries that no invalidation can reach. Dangling index members (their entry expired or
@@ -128,7 +128,9 @@ def member_of(user: str) -> str:
 
 
 def cache_entry(digest: str) -> str:
-    return f"clr:dc:{digest}"
+    # dc2: the entry holds its validity too (a version reading the other form would
+    # fail on it, so the two never share keys).
+    return f"clr:dc2:{digest}"
 
 
 def cache_by_user(name: str) -> str:

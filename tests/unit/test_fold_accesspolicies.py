@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from clearance_core.accesspolicy import CompiledAccessPolicy
@@ -179,3 +179,59 @@ def test_what_is_stored_reads_as_a_rebuild_from_the_final_state(events: list[Any
         expected = rebuilt.effective_of(target)
         assert expected is not None
         assert store.read(target) == {n: r.wire() for n, r in expected.rules.items()}, target
+
+
+#: What decisions read: a named Namespace target, an unnamed one, each Cluster.
+READ = (Target(kind="Namespace", cluster="c1", name="n1"),
+        Target(kind="Namespace", cluster="c2", name="n1"),
+        Target(kind="Namespace", cluster="c1", name="other"), cluster("c1"), cluster("c2"))
+_FLEET_G1 = access_policy("a", rules={"r1": rule(groups=["g1"])})
+_N1_G2 = access_policy("b", target=("Namespace", "c1", "n1"), rules={"r2": rule(groups=["g2"])})
+
+
+def seen(store: Store, target: Target) -> tuple[Target, dict[str, Any]]:
+    """The target a decision names (a Namespace without an effective policy of its own
+    reads, and names, its cluster's) and the rules it reads."""
+    source = derived_from(target)
+    named = source if source is not None and target not in store.effective else target
+    return named, store.read(target)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(EVENTS, max_size=14))
+@example([("cluster", "c1", None, False), ("policy", _FLEET_G1, False),
+          ("policy", _N1_G2, False), ("policy", _N1_G2, True)])  # n1 falls back to g1's
+@example([("cluster", "c1", None, False), ("policy", _FLEET_G1, False),
+          ("policy", access_policy("b", target=("Namespace", "c1", "n1"),
+                                   rules={"r1": rule(groups=["g2"])}), False)])
+@example([("cluster", "c1", None, False), ("policy", _FLEET_G1, False),  # same r1, but
+          ("policy", access_policy("b", target=("Namespace", "c1", "n1"),  # now read at n1
+                                   defaults=block({"r1": rule(groups=["g2"])})), False)])
+def test_every_answer_a_change_can_alter_concerns_its_subjects(events: list[Any]) -> None:
+    """After any event, each rule that a decision in some namespace or cluster reads
+    differently (added, removed, other content or source, or read from another target,
+    which its reason names) has subjects the event invalidates — also when a Namespace
+    target vanishes and its namespace falls back to its cluster's rules — unless the
+    cluster itself changed (its entries all go)."""
+    model, store = Model(), Store()
+    for seq, event in enumerate(events, start=1):
+        before = {target: seen(store, target) for target in READ}
+        if event[0] == "policy":
+            fold(model, store, event[1], "DELETED" if event[2] else "ADDED", seq)
+        elif event[0] == "cluster":
+            fold(model, store, managed_cluster(event[1], event[2]),
+                 "DELETED" if event[3] else "ADDED", seq)
+        else:
+            fold(model, store, managed_cluster_set(event[1]), "ADDED" if event[2] else
+                 "DELETED", seq)
+        for target in READ:
+            name = target.cluster or target.name
+            if name in store.invalidate.clusters or name not in model.clusters:
+                continue
+            (old_at, old_rules), (new_at, new_rules) = before[target], seen(store, target)
+            for rule_name in {*old_rules, *new_rules}:
+                old, new = old_rules.get(rule_name), new_rules.get(rule_name)
+                if old != new or old_at != new_at:
+                    groups = {g for r in (old, new) if r is not None
+                              for g in r["rule"]["subjects"]["groups"]}
+                    assert groups <= store.invalidate.groups, (target, rule_name, old, new)

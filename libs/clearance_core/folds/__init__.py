@@ -42,3 +42,19 @@ class FoldResult:
 
 
 Fold = Callable[[Model, Writes, FoldEvent], FoldResult]
+
+
+def reach_members(model: Model, tx: Writes) -> None:
+    """Widen the cached checks a change removes to the current members of every group it
+    names (by username or email, as the Group lists them); the compiler calls this after
+    every fold.
+
+    A cached check is indexed under the groups its principal had when it was computed,
+    and a Group's membership change invalidates nothing while no policy or rule names
+    the group (no answer reads it). So a user who joined such a group keeps entries that
+    its index does not list, and a policy that then starts naming the group — whose
+    change names the group, not the user — would leave them: an answer without the new
+    policy. Its members' own indexes hold those entries. (Announcements are left as they
+    are: clients hear the group and resolve it themselves.)"""
+    for group in tx.invalidate.groups:
+        tx.invalidate.users.update(model.groups.get(group, ()))

@@ -10,7 +10,9 @@ persists exactly what it changed:
   path besides the Fleet's (others read the Fleet's), and the targets that vanished;
 - whom it concerns: the subjects of every rule added, removed or changed on those
   targets (:func:`clearance_core.merge.subjects_changed`, old and new), both announced
-  and invalidated — cached checks read effective rules;
+  and invalidated — cached checks read effective rules; for a Namespace target that
+  appears or vanishes, the subjects of its rules and of its cluster's, which its
+  namespace reads without it;
 - the conditions of every policy whose status may have moved (``Change.moved``), stored
   and published only when they differ from what was last stored.
 
@@ -20,11 +22,12 @@ applied), and its status says why (``Accepted`` False ``Invalid``).
 
 from __future__ import annotations
 
-from clearance_core import status
+from clearance_core import hierarchy, status
 from clearance_core.accesspolicy import compile_access_policy
 from clearance_core.errors import InvalidObject
 from clearance_core.folds import FoldEvent, FoldResult
-from clearance_core.inherit_index import Event, PolicyApplied, PolicyRemoved
+from clearance_core.hierarchy import Target
+from clearance_core.inherit_index import Change, Event, PolicyApplied, PolicyRemoved
 from clearance_core.inherit_status import invalid_conditions, status_of
 from clearance_core.kinds import ObjectRef
 from clearance_core.merge import EffectivePolicy, subjects_changed
@@ -73,7 +76,7 @@ def follow(model: Model, tx: Writes, index_event: Event,
     for target in sorted({*change.effective, *change.removed},
                          key=lambda t: t.sort_key()):
         after = change.effective.get(target)
-        users, groups = subjects_changed(change.previous.get(target), after)
+        users, groups = _concerned(model, change, target)
         tx.put_effective(target, after if after is not None and _stored(model, after)
                          else None)
         for audience in (tx.announce, tx.invalidate):
@@ -92,6 +95,29 @@ def follow(model: Model, tx: Writes, index_event: Event,
             model.access_status[key] = conditions
             published.append((_ref(key), PolicyStatus(conditions=conditions, revision=seq)))
     return published
+
+
+def _concerned(model: Model, change: Change, target: Target) -> tuple[set[str], set[str]]:
+    """(users, groups) whose decisions on ``target`` the change can alter.
+
+    Usually the subjects of the rules added, removed or changed there. A Namespace target
+    that appears (its first policy) or vanishes (its last) is different: decisions in its
+    namespace switch between its effective policy and its cluster's, which is another set
+    of rules read from another target (their reasons name it) — every rule on either side
+    concerns the change."""
+    before, after = change.previous.get(target), change.effective.get(target)
+    cluster = hierarchy.derived_from(target)
+    if cluster is None or (before is None) == (after is None):
+        return subjects_changed(before, after)
+    if before is None:  # the cluster's as it was (if the event moved it too)
+        touched = cluster in change.previous or cluster in change.effective
+        before = change.previous.get(cluster) if touched else \
+            model.inherit.effective.get(cluster)
+    else:
+        after = model.inherit.effective.get(cluster)
+    users, groups = subjects_changed(None, before)
+    more_users, more_groups = subjects_changed(None, after)
+    return users | more_users, groups | more_groups
 
 
 def _stored(model: Model, effective: EffectivePolicy) -> bool:

@@ -22,7 +22,7 @@ from nats.aio.client import Client
 from clearance_core import status
 from clearance_core.census import Census, census
 from clearance_core.errors import InvalidObject
-from clearance_core.folds import FoldEvent, FoldResult, accesspolicies, policies
+from clearance_core.folds import FoldEvent, FoldResult, accesspolicies, policies, reach_members
 from clearance_core.kinds import ObjectRef, ref_of, status_subject
 from clearance_core.model import Model
 from clearance_core.registry import REGISTRY
@@ -94,14 +94,17 @@ class Folder:
         async with self._store.transaction(event.seq, kind=event.ref.kind,
                                            published_ms=self._published_ms) as tx:
             if normal:
-                return spec.fold(self._model, tx, event)
-            if event.ref.kind == "monitoraccesspolicy":
-                return policies.withdraw(self._model, tx, event, reason)
-            if event.ref.kind == "accesspolicy":
-                return accesspolicies.withdraw(self._model, tx, event, reason)
-            withdrawn = spec.fold(self._model, tx, FoldEvent(
-                event.seq, "DELETED", event.obj, event.ref, event.now))
-            return FoldResult("failed", withdrawn.statuses)
+                result = spec.fold(self._model, tx, event)
+            elif event.ref.kind == "monitoraccesspolicy":
+                result = policies.withdraw(self._model, tx, event, reason)
+            elif event.ref.kind == "accesspolicy":
+                result = accesspolicies.withdraw(self._model, tx, event, reason)
+            else:
+                withdrawn = spec.fold(self._model, tx, FoldEvent(
+                    event.seq, "DELETED", event.obj, event.ref, event.now))
+                result = FoldResult("failed", withdrawn.statuses)
+            reach_members(self._model, tx)
+            return result
 
     async def _object_failed(self, event: FoldEvent, exc: Exception) -> FoldResult:
         """Withdraw the object; its status says why; the checkpoint moves past it."""

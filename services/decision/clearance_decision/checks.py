@@ -31,6 +31,8 @@ from clearance_runtime.responder import reply_to
 
 log = logs.get(__name__)
 _encode = msgspec.json.Encoder().encode
+#: What :meth:`Checks._from_cache` returns for an entry past its validity (never a reply).
+_PAST = b"(past its validity)"
 
 
 def validate_batch(request: BatchRequest) -> None:
@@ -102,11 +104,12 @@ class Checks:
             except STORE_OUTAGES as exc:
                 raise unavailable(exc) from None
             for (index, request, key), blob in zip(fast, blobs, strict=True):
-                if blob is None:
+                reply = None if blob is None else self._from_cache(
+                    route, blob, request, bodies[index], revision)
+                if reply is _PAST or blob is None:  # evaluated at once
                     missed[index] = key
-                else:  # an unusable entry is answered (or failed) by the slow path
-                    replies[index] = self._from_cache(route, blob, request, bodies[index],
-                                                      revision)
+                elif reply is not None:  # an unusable entry is answered (or failed) by
+                    replies[index] = reply  # the slow path
         if missed:
             await self._misses(route, bodies, requests, missed, replies)
         slow = [i for i, reply in enumerate(replies) if reply is None]
@@ -145,9 +148,12 @@ class Checks:
 
     def _from_cache(self, route: Route, blob: bytes, request: CheckRequest, body: bytes,
                     revision: int) -> bytes | None:
-        """A cache hit as the encoded reply; None (the slow path decides) if unusable."""
+        """A cache hit as the encoded reply; ``_PAST`` if a validity boundary passed
+        since it was computed; None (the slow path decides) if unusable."""
         try:
             result = self._decider.cached(blob, explain=request.explain)
+            if result is None:
+                return _PAST
             result.revision = revision
             return route.encode(result, request, body)
         except Exception:

@@ -3,7 +3,10 @@
 A batch is answered with one cache round trip, one snapshot for all its clusters and one
 cache write. Every cached entry carries its own explanation, so ``explain`` is answered
 from the cache too; the entry lives no longer than the TTL nor past the next validity
-boundary of any candidate policy.
+boundary of any candidate policy. That boundary is stored with the answer and checked
+when it is read, by the clock that evaluated it: Redis expires the entry by its own
+clock, a moment after the write reached it (later still if the event loop was busy), so
+its TTL alone would let an allow outlive a ``notAfter`` by that much.
 """
 
 from __future__ import annotations
@@ -29,8 +32,27 @@ from clearance_runtime import metrics
 from clearance_runtime.cache import DecisionCache, Entry, entry_indexes, entry_key
 from clearance_runtime.reads import Reads, Snapshot
 
-_encode_result = msgspec.msgpack.Encoder().encode
-_decode_result = msgspec.msgpack.Decoder(CheckResult).decode
+
+class Stored(msgspec.Struct, array_like=True):
+    """A cached answer and the moment it stops holding (its next notBefore/notAfter,
+    POSIX seconds; None: none ahead)."""
+
+    result: CheckResult
+    valid_until: float | None = None
+
+
+_encode_stored = msgspec.msgpack.Encoder().encode
+_decode_stored = msgspec.msgpack.Decoder(Stored).decode
+
+
+def unpack(blob: bytes, now: float) -> CheckResult | None:
+    """The cached answer, or None if a validity boundary has passed since it was
+    computed (the entry is about to expire: a miss)."""
+    stored = _decode_stored(blob)
+    if stored.valid_until is not None and now >= stored.valid_until:
+        return None
+    stored.result.cached = True
+    return stored.result
 
 
 def result_of(decision: Decision) -> CheckResult:
@@ -58,10 +80,12 @@ class Decider:
             principal_digest(principal), check.action, check.resource,
             cluster_of(check.resource)))
 
-    def cached(self, blob: bytes, *, explain: bool) -> CheckResult:
-        """A cache hit as a reply, counted."""
-        result = _decode_result(blob)
-        result.cached = True
+    def cached(self, blob: bytes, *, explain: bool) -> CheckResult | None:
+        """A cache hit as a reply, counted; None if it no longer holds (not counted: the
+        caller evaluates it as a miss)."""
+        result = unpack(blob, time.time())
+        if result is None:
+            return None
         if not explain:
             result.trace = msgspec.UNSET
         self._cache.hits += 1
@@ -86,11 +110,10 @@ class Decider:
         revision = 0
         if self._cache.enabled and lookup:
             revision, blobs = await self._cache.lookup([entry_key(d) for d in digests])
+            now = time.time()
             for index, blob in enumerate(blobs):
                 if blob is not None:
-                    cached = _decode_result(blob)
-                    cached.cached = True
-                    results[index] = cached
+                    results[index] = unpack(blob, now)
         hits = sum(r is not None for r in results)
         self._cache.hits += hits
         self._cache.misses += len(checks) - hits
@@ -198,7 +221,7 @@ class Decider:
         if self._cache.ttl_ms > 0:
             entries.append(Entry(
                 key=key,
-                blob=_encode_result(result),
+                blob=_encode_stored(Stored(result, decision.outcome.valid_until)),
                 ttl_ms=self._cache.ttl_ms,
                 indexes=entry_indexes(identity.names, identity.groups, cluster, pkey),
                 valid_until=decision.outcome.valid_until,
