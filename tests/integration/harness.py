@@ -41,10 +41,7 @@ class System:
 
     async def stop(self, *names: str) -> None:
         for name in names or tuple(self.tasks):
-            task = self.tasks.pop(name)
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await stop_task(self.tasks.pop(name))
 
     async def close(self) -> None:
         await self.stop()
@@ -108,6 +105,21 @@ class System:
     def remove(self, filename: str) -> None:
         assert self.manifests is not None
         (self.manifests / filename).unlink()
+
+
+async def stop_task(task: asyncio.Task[None], *, attempts: int = 20) -> None:
+    """Cancel a service task and wait for it, cancelling again if a cancellation was lost:
+    on Python 3.11, ``asyncio.wait_for`` inside a client (nats-py, redis-py) can swallow
+    one that arrives together with its reply, and a bare ``await task`` then waits for
+    ever. A task still running after every attempt fails the test that stopped it."""
+    for _ in range(attempts):
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=0.5)
+        if done:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                task.result()
+            return
+    raise RuntimeError(f"{task.get_name()} ignored {attempts} cancellations")
 
 
 def cluster(name: str, **labels: str) -> dict[str, Any]:
