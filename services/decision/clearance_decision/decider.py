@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import time
+import zlib
 from collections.abc import Sequence
 
 import msgspec
@@ -26,7 +27,7 @@ from clearance_core.resources import (
     decision_digest,
     principal_digest,
 )
-from clearance_core.wire import BatchItem, CheckResult, Principal
+from clearance_core.wire import BatchItem, CheckResult, Principal, TraceStep
 from clearance_decision.views import principal_snapshot
 from clearance_runtime import metrics
 from clearance_runtime.cache import DecisionCache, Entry, entry_indexes, entry_key
@@ -34,24 +35,42 @@ from clearance_runtime.reads import Reads, Snapshot
 
 
 class Stored(msgspec.Struct, array_like=True):
-    """A cached answer and the moment it stops holding (its next notBefore/notAfter,
-    POSIX seconds; None: none ahead)."""
+    """A cached answer (without its trace), the moment it stops holding (its next
+    notBefore/notAfter, POSIX seconds; None: none ahead) and its trace, compressed.
+
+    The trace is most of an answer's bytes (about 1.2 KB of a 1.3 KB entry with six
+    candidate policies; 260 bytes compressed) and is read only by ``explain``: kept
+    apart, it keeps a million cached decisions under 1 GiB of Valkey, and an answer
+    without ``explain`` decodes less."""
 
     result: CheckResult
     valid_until: float | None = None
+    trace: bytes | None = None
 
 
 _encode_stored = msgspec.msgpack.Encoder().encode
 _decode_stored = msgspec.msgpack.Decoder(Stored).decode
+_encode_trace = msgspec.msgpack.Encoder().encode
+_decode_trace = msgspec.msgpack.Decoder(list[TraceStep]).decode
 
 
-def unpack(blob: bytes, now: float) -> CheckResult | None:
-    """The cached answer, or None if a validity boundary has passed since it was
-    computed (the entry is about to expire: a miss)."""
+def pack(result: CheckResult, valid_until: float | None) -> bytes:
+    """A cache entry's blob: the answer, its validity limit and its compressed trace."""
+    trace = result.trace
+    bare = msgspec.structs.replace(result, trace=msgspec.UNSET)
+    packed = None if trace is msgspec.UNSET else zlib.compress(_encode_trace(trace), 1)
+    return _encode_stored(Stored(bare, valid_until, packed))
+
+
+def unpack(blob: bytes, now: float, *, explain: bool = True) -> CheckResult | None:
+    """The cached answer (with its trace if ``explain``), or None if a validity boundary
+    has passed since it was computed (the entry is about to expire: a miss)."""
     stored = _decode_stored(blob)
     if stored.valid_until is not None and now >= stored.valid_until:
         return None
     stored.result.cached = True
+    if explain and stored.trace is not None:
+        stored.result.trace = _decode_trace(zlib.decompress(stored.trace))
     return stored.result
 
 
@@ -83,7 +102,7 @@ class Decider:
     def cached(self, blob: bytes, *, explain: bool) -> CheckResult | None:
         """A cache hit as a reply, counted; None if it no longer holds (not counted: the
         caller evaluates it as a miss)."""
-        result = unpack(blob, time.time())
+        result = unpack(blob, time.time(), explain=explain)
         if result is None:
             return None
         if not explain:
@@ -113,7 +132,7 @@ class Decider:
             now = time.time()
             for index, blob in enumerate(blobs):
                 if blob is not None:
-                    results[index] = unpack(blob, now)
+                    results[index] = unpack(blob, now, explain=explain)
         hits = sum(r is not None for r in results)
         self._cache.hits += hits
         self._cache.misses += len(checks) - hits
@@ -221,7 +240,7 @@ class Decider:
         if self._cache.ttl_ms > 0:
             entries.append(Entry(
                 key=key,
-                blob=_encode_stored(Stored(result, decision.outcome.valid_until)),
+                blob=pack(result, decision.outcome.valid_until),
                 ttl_ms=self._cache.ttl_ms,
                 indexes=entry_indexes(identity.names, identity.groups, cluster, pkey),
                 valid_until=decision.outcome.valid_until,
