@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import sys
 import time
@@ -33,7 +32,7 @@ import redis.asyncio as aioredis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run  # the bench's process helpers (run.py imports this module in its main)
-from loadgen import load, pct, warm
+from loadgen import cpu_seconds, load, pct, warm
 
 from clearance_core.resources import decision_digest, principal_digest
 from clearance_core.wire import BatchItem, CheckResult, Principal, Resource
@@ -200,12 +199,6 @@ async def memory_per_entry(r: aioredis.Redis, nc: Any) -> dict[str, float]:
     added = int(await r.zcard(keys.CACHE_ALL)) - entries
     grown = int((await r.info("memory"))["used_memory"]) - used
     return {"entries_added": added, "bytes_per_entry": grown / max(added, 1)}
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds a process has used (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mb(pid: int) -> float:

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import time
+from pathlib import Path
 from typing import Any
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def load(nc: Any, subject: str, bodies: list[bytes], *, seconds: float, inflight: int
