@@ -35,6 +35,7 @@ from clearance_core.evaluate import ClusterMatch, Matcher, match_cluster
 from clearance_core.merge import EffectivePolicy
 from clearance_core.policy import CompiledPolicy
 from clearance_runtime import health, keys
+from clearance_runtime.coalesce import Coalescer
 from clearance_runtime.inherit_store import decode_effective, location
 from clearance_runtime.snapshot import Snapshot
 from clearance_runtime.state import decode_policy
@@ -43,6 +44,8 @@ _EFFECTIVE_IN = keys.prefix(keys.effective_in)
 _FLEET_FIELD = location(hierarchy.FLEET)[1]
 _CLUSTER_FIELD = location(hierarchy.cluster(""))[1]  # + the cluster's name
 _labels = msgspec.json.Decoder(dict[str, str]).decode
+#: (checkpoint, build marker, system revision) as one probe read them.
+_Probe = tuple[str, bytes | None, int]
 #: Memoised cluster matches at most (policy x cluster pairs; about 100 bytes each).
 MATCHES_KEPT = 1_000_000
 _users = msgspec.json.Decoder(list[str]).decode
@@ -121,7 +124,8 @@ class StateMirror:
         self._r = redis
         self._load_script = redis.register_script(_LOAD)
         self._catch_up_script = redis.register_script(_CATCH_UP)
-        self._probes: list[asyncio.Future[tuple[str, bytes | None, int]]] = []
+        #: One probe read for every request of an event-loop iteration.
+        self._probes: Coalescer[None, _Probe] = Coalescer(self._read_probes, chunk=1 << 30)
         self._refreshing: asyncio.Future[None] | None = None
         #: Moves with every change applied (and every reload): a matcher from an older
         #: state computes instead (a memo newer than its snapshot must not answer it).
@@ -173,29 +177,13 @@ class StateMirror:
     def _reaches(self, rev: str, built: bytes | None) -> bool:
         return self.built == built and self.rev is not None and int(self.rev) >= int(rev)
 
-    async def _probe(self) -> tuple[str, bytes | None, int]:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[tuple[str, bytes | None, int]] = loop.create_future()
-        if not self._probes:
-            loop.call_soon(lambda: loop.create_task(self._read_probe()))
-        self._probes.append(future)
-        return await future
+    async def _probe(self) -> _Probe:
+        return await self._probes.submit(None)
 
-    async def _read_probe(self) -> None:
-        waiting, self._probes = self._probes, []
-        try:
-            rev, built, irev = await self._r.mget([keys.REV, keys.BUILT,
-                                                   keys.INVALIDATED_REV])
-        except Exception as exc:
-            for future in waiting:
-                if not future.done():
-                    future.set_exception(exc)
-            return
+    async def _read_probes(self, waiting: Sequence[None]) -> list[_Probe]:
+        rev, built, irev = await self._r.mget([keys.REV, keys.BUILT, keys.INVALIDATED_REV])
         marker = built.encode() if isinstance(built, str) else built
-        result = (_s(rev or b"0"), marker, int(irev or 0))
-        for future in waiting:
-            if not future.done():
-                future.set_result(result)
+        return [(_s(rev or b"0"), marker, int(irev or 0))] * len(waiting)
 
     async def _refresh(self) -> int:
         refreshing = self._refreshing = asyncio.get_running_loop().create_future()
