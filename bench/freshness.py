@@ -36,7 +36,8 @@ from loadgen import cpu_seconds, load, pct, warm
 
 from clearance_core.resources import decision_digest, principal_digest
 from clearance_core.wire import BatchItem, CheckResult, Principal, Resource
-from clearance_decision.decider import Decider, unpack
+from clearance_decision.decider import Decider
+from clearance_decision.entries import unpack
 from clearance_runtime import bus, keys
 from clearance_runtime.cache import DecisionCache
 from clearance_runtime.reads import Reads
@@ -47,7 +48,7 @@ ENVS = ("prod", "staging", "dev")
 
 def _result(blob: bytes) -> CheckResult:
     """A cached entry's answer (entries hold it with its validity)."""
-    found = unpack(blob, 0.0, explain=False)
+    found = unpack(blob, 0.0)
     assert found is not None
     return found
 

@@ -15,7 +15,8 @@ import redis.asyncio as aioredis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from clearance_runtime import keys, servers
-from clearance_runtime.cache import INVALIDATE, DecisionCache, Entry
+from clearance_runtime.cache import DecisionCache, Entry
+from clearance_runtime.invalidation import INVALIDATE
 
 
 async def fill(cache: DecisionCache, start: int, count: int) -> None:

@@ -30,6 +30,10 @@ class Outcome(msgspec.Struct, kw_only=True):
     valid_until: float | None = None
     #: The deciding step's position in ``trace`` (None: no policy decided).
     decided_at: int | None = None
+    #: The deciding MonitorAccessPolicy's ``order()`` (None: none decided). A cached
+    #: answer keeps it: a policy change can alter it only if the changed policy comes
+    #: no later in that order (``clearance_core.narrowing``).
+    order: str | None = None
 
 
 def matched_by(policy: CompiledPolicy, identity: Identity) -> str | None:
@@ -177,7 +181,7 @@ def evaluate_cluster(
                                outcome="decided", reason=step, rule=index, selector=field))
         decided = Outcome(decision=decision, reason=why, policy=key, permissions=granted,
                           rule=rule, trace=trace, valid_until=valid_until,
-                          decided_at=decided_at)
+                          decided_at=decided_at, order=policy.order())
     if decided is not None:
         return decided
     return Outcome(decision="deny", reason="no policy in force matches this principal and cluster",

@@ -21,6 +21,7 @@ from clearance_core import objects
 from clearance_core.errors import InvalidObject
 from clearance_core.filters import BUILTIN_TYPES
 from clearance_core.metricsource import CompiledSource, field_violations
+from clearance_core.narrowing import Narrow
 from clearance_core.policy import CompiledPolicy, compile_policy, invalid_policy
 from clearance_core.wire import PolicyState
 
@@ -34,15 +35,28 @@ class Affected(msgspec.Struct, kw_only=True):
     #: (a ManagedCluster change alters no answer about another cluster): only their
     #: entries about them are invalidated. Announcements ignore it.
     within: set[str] = msgspec.field(default_factory=set)
+    #: Not None: of the users' and groups' cached checks, only those this narrowing
+    #: drops (``clearance_core.narrowing``). Announcements ignore it.
+    narrow: Narrow | None = None
 
     def __bool__(self) -> bool:
         return bool(self.users or self.groups or self.clusters or self.all)
 
     def copy(self) -> Affected:
         return Affected(users=set(self.users), groups=set(self.groups),
-                        clusters=set(self.clusters), all=self.all, within=set(self.within))
+                        clusters=set(self.clusters), all=self.all, within=set(self.within),
+                        narrow=self.narrow)
 
     def update(self, other: Affected) -> None:
+        # One narrowing covers all the subjects of a record: the union of both, or none
+        # if either side's subjects are not narrowed.
+        if other.users or other.groups:
+            if not (self.users or self.groups):
+                self.narrow = other.narrow
+            elif self.narrow is None or other.narrow is None:
+                self.narrow = None
+            else:
+                self.narrow = self.narrow.union(other.narrow)
         self.users |= other.users
         self.groups |= other.groups
         self.clusters |= other.clusters

@@ -125,7 +125,15 @@ class Model:
     def group_decides(self, group: str) -> bool:
         """Whether a MonitorAccessPolicy or an AccessPolicy rule names the group: joining
         or leaving any other group changes no decision."""
-        if self._by_group[group] > 0:
-            return True
+        return self._by_group[group] > 0 or self.rules_name_group(group)
+
+    def rules_name_group(self, group: str) -> bool:
+        """Whether an AccessPolicy rule names the group."""
         return any(group in rule.groups for policy in self.inherit.policies.values()
                    for block in policy.blocks for rule in block.rules.values())
+
+    def policies_naming_group(self, group: str) -> list[CompiledPolicy]:
+        """The MonitorAccessPolicies whose subjects name the group."""
+        if self._by_group[group] <= 0:
+            return []
+        return [p for p in self.policies.values() if group in p.groups]

@@ -136,6 +136,13 @@ class CompiledPolicy(msgspec.Struct, kw_only=True, frozen=True):
         """CONTRACT section 3 order: ascending priority, Deny first, then ns/name."""
         return (self.priority, 0 if self.effect == "Deny" else 1, self.key)
 
+    def order(self) -> str:
+        """``sort_key`` as one string whose byte order is the evaluation order, for the
+        cache invalidator's Lua (numbers there are doubles: a priority above 2**53 would
+        compare equal to its neighbours). Priorities fit in 20 digits: they are >= 0 and
+        at most 2**63 - 1 (objects.INT_MAX)."""
+        return f"{self.priority:020d}{0 if self.effect == 'Deny' else 1}{self.key}"
+
 
 def service_account_username(namespace: str, name: str) -> str:
     return f"system:serviceaccount:{namespace}:{name}"

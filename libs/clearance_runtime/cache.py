@@ -27,6 +27,7 @@ import redis.exceptions
 
 from clearance_runtime import health, keys, metrics
 from clearance_runtime.coalesce import Coalescer
+from clearance_runtime.invalidation import INVALIDATE
 
 _pack = msgspec.msgpack.Encoder().encode
 
@@ -82,70 +83,6 @@ end
 return stored
 """
 
-#: Removes index members whose entry expired or was evicted, one index set at a time.
-#: Atomic per set: an entry re-created by _PUT between a check and a removal would
-#: otherwise lose its index membership.
-SWEEP = """
-local removed = 0
-for _, idx in ipairs(KEYS) do
-  for _, k in ipairs(redis.call('SMEMBERS', idx)) do
-    if redis.call('EXISTS', k) == 0 then
-      removed = removed + redis.call('SREM', idx, k)
-    end
-  end
-end
-return removed
-"""
-
-#: Deletes every entry listed in the given index sets (KEYS) and the sets themselves,
-#: then advances the invalidated revision (ARGV[1]) — atomically. The system revision
-#: never passes the compiler's checkpoint: a record read before the store was wiped for
-#: a rebuild must not announce a revision the rebuilt state has not reached.
-#: ARGV[3] (optional) > 0: the last ARGV[3] KEYS are cluster index sets ("within"), and
-#: of the other sets (users and groups) only the entries also in one of them go.
-INVALIDATE = f"""
-local n = 0
-local within = tonumber(ARGV[3] or '0')
-local subjects = #KEYS - within
-if within > 0 then
-  for w = subjects + 1, #KEYS do
-    for _, k in ipairs(redis.call('SMEMBERS', KEYS[w])) do
-      for i = 1, subjects do
-        if redis.call('SISMEMBER', KEYS[i], k) == 1 then
-          n = n + redis.call('DEL', k)
-          redis.call('ZREM', '{keys.CACHE_ALL}', k)
-          redis.call('SREM', KEYS[w], k)
-          break
-        end
-      end
-    end
-  end
-  subjects = 0
-end
-for i = 1, subjects do
-  local idx = KEYS[i]
-  for _, k in ipairs(redis.call('SMEMBERS', idx)) do
-    n = n + redis.call('DEL', k)
-    redis.call('ZREM', '{keys.CACHE_ALL}', k)
-  end
-  redis.call('DEL', idx)
-end
-if ARGV[2] == '1' then
-  for _, k in ipairs(redis.call('ZRANGE', '{keys.CACHE_ALL}', 0, -1)) do
-    n = n + redis.call('DEL', k)
-  end
-  redis.call('DEL', '{keys.CACHE_ALL}')
-end
-local current = tonumber(redis.call('GET', '{keys.INVALIDATED_REV}') or '0')
-local compiled = tonumber(redis.call('GET', '{keys.REV}') or '0')
-local revision = tonumber(ARGV[1])
-if revision > current and revision <= compiled then
-  redis.call('SET', '{keys.INVALIDATED_REV}', ARGV[1])
-end
-return n
-"""
-
-
 class Entry(msgspec.Struct, frozen=True):
     key: str
     blob: bytes
@@ -158,6 +95,11 @@ class Entry(msgspec.Struct, frozen=True):
 def entry_key(digest: str) -> str:
     """The key of the cached decision with this digest."""
     return keys.cache_entry(digest)
+
+
+def trace_key(digest: str) -> str:
+    """The key of the cached explanation of the decision with this digest."""
+    return keys.cache_trace(digest)
 
 
 def entry_indexes(
@@ -270,16 +212,3 @@ class DecisionCache:
         now = int(time.time() * 1000)
         await self._r.zremrangebyscore(keys.CACHE_ALL, "-inf", now)
         return int(await self._r.zcard(keys.CACHE_ALL))
-
-
-async def sweep(redis: aioredis.Redis, *, batch: int = 200) -> int:
-    """Drop dangling members (expired or evicted entries) from every cache index set;
-    returns how many. Index sets never expire, so without this they only grow."""
-    script = redis.register_script(SWEEP)
-    removed, cursor = 0, 0
-    while True:
-        cursor, found = await redis.scan(cursor, match="clr:dci:[ugcp]:*", count=batch)
-        if found:
-            removed += int(await script(keys=list(found)))
-        if cursor == 0:
-            return removed

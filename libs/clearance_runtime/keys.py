@@ -53,13 +53,18 @@ Compiled state (written only by the compiler, in one fenced Lua script per event
 Invalidator:
     clr:inval:rev           last change record applied (the system's revision)
 Decision cache:
-    clr:dc2:<digest>        msgpack [CheckResult, valid until (POSIX s) | nil] (TTL)
-    clr:dci:u:<name>        SET   cache keys of a username or email (index sets: no TTL)
+    clr:dc3:<digest>        a 2-byte length, msgpack [cluster | false, deciding policy's
+                            order | nil] (read by the narrowed invalidation's Lua), then
+                            msgpack [CheckResult, valid until (POSIX s) | nil] (TTL)
+    clr:dt3:<digest>        msgpack [valid until | nil, zlib msgpack trace]: the same
+                            check's explanation, cached only when one was asked (TTL)
+    clr:dci:u:<name>        SET   cache keys (entries and explanations) of a username or
+                                  email (index sets: no TTL)
     clr:dci:g:<group>       SET   cache keys computed with this effective group
     clr:dci:c:<cluster>     SET   cache keys about this cluster
     clr:dci:p:<digest>      SET   cache keys of one principal (cache.clear)
     clr:dci:all             ZSET  cache key -> expiry (ms): exact entry counts
-Memory (Valkey runs with ``maxmemory-policy volatile-lru``): only ``clr:dc2:<digest>``
+Memory (Valkey runs with ``maxmemory-policy volatile-lru``): only ``clr:dc3:`` and ``clr:dt3:``
 entries carry a TTL, so they are the only keys eviction may remove. Compiled state, the
 change streams and the cache index sets carry none: an evicted index would leave live
 entries that no invalidation can reach. Dangling index members (their entry expired or
@@ -127,10 +132,21 @@ def member_of(user: str) -> str:
     return f"clr:memb:{user}"
 
 
+#: Cached answers' and explanations' key prefixes (the narrowed invalidation's Lua tells
+#: them apart by the first TRACE_PREFIX_LEN characters).
+ENTRY_PREFIX = "clr:dc3:"
+TRACE_PREFIX = "clr:dt3:"
+
+
 def cache_entry(digest: str) -> str:
-    # dc2: the entry holds its validity too (a version reading the other form would
-    # fail on it, so the two never share keys).
-    return f"clr:dc2:{digest}"
+    # dc3: the entry starts with the header the narrowed invalidation reads (a version
+    # reading another form would fail on it, so the forms never share keys).
+    return f"{ENTRY_PREFIX}{digest}"
+
+
+def cache_trace(digest: str) -> str:
+    """The cached explanation (trace) of the answer cached under ``cache_entry``."""
+    return f"{TRACE_PREFIX}{digest}"
 
 
 def cache_by_user(name: str) -> str:

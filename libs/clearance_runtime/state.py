@@ -22,6 +22,7 @@ from clearance_core.fold import Affected
 from clearance_core.inherit_index import InheritanceIndex
 from clearance_core.metricsource import CompiledSource
 from clearance_core.model import Model
+from clearance_core.narrowing import Narrow
 from clearance_core.policy import CompiledPolicy
 from clearance_core.rbac import Binding, Role
 from clearance_core.rbac_changes import RbacModel
@@ -41,12 +42,15 @@ class Scope(msgspec.Struct, kw_only=True):
     all: bool = False
     #: Not empty: only the users' and groups' entries about these clusters.
     within: list[str] = []
+    #: Not None: only the users' and groups' entries this narrowing drops (a policy or
+    #: Group membership change: ``clearance_core.narrowing``).
+    narrow: Narrow | None = None
 
     @classmethod
     def of(cls, affected: Affected) -> Scope:
         return cls(users=sorted(affected.users), groups=sorted(affected.groups),
                    clusters=sorted(affected.clusters), all=affected.all,
-                   within=sorted(affected.within))
+                   within=sorted(affected.within), narrow=affected.narrow)
 
     def __bool__(self) -> bool:
         return bool(self.users or self.groups or self.clusters or self.all)

@@ -19,6 +19,7 @@ import pytest
 import redis.asyncio as aioredis
 
 import clearance_decision.decider as decider
+from clearance_runtime import keys
 from tests.conftest import Servers
 from tests.freshness.world import stamp
 from tests.integration.harness import System, cluster
@@ -63,7 +64,7 @@ async def batch(system: System, revision: int) -> list[dict[str, Any]]:
 async def cached_entries(system: System) -> int:
     redis = aioredis.from_url(system.settings.redis_url)
     try:
-        return len([key async for key in redis.scan_iter(match="clr:dc2:*")])
+        return len([key async for key in redis.scan_iter(match=f"{keys.ENTRY_PREFIX}*")])
     finally:
         await redis.aclose()
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from clearance_runtime import cache, keys, servers
+from clearance_runtime import invalidation, keys, servers
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
 from tests.unit.policies import policy
@@ -68,7 +68,7 @@ async def test_at_the_memory_limit_only_cache_is_evicted(small: tuple[System, st
         assert {res["decision"] for res in reply["results"]} == {"deny"}
 
         # Evicted entries left dangling index members; the sweep removes exactly those.
-        assert await cache.sweep(r) > 0
+        assert await invalidation.sweep(r) > 0
         async for index in r.scan_iter(match="clr:dci:[ugcp]:*"):
             for member in await r.smembers(index):
                 assert await r.exists(member)

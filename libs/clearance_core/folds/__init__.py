@@ -25,6 +25,9 @@ class FoldEvent:
     obj: dict[str, Any]
     ref: ObjectRef
     now: float
+    #: False while the compiler replays a backlog: a fold may then skip work that only
+    #: makes its invalidation more precise (never one that makes it correct).
+    precise: bool = True
 
     @property
     def deleted(self) -> bool:

@@ -25,6 +25,7 @@ from __future__ import annotations
 from clearance_core import hierarchy, status
 from clearance_core.accesspolicy import compile_access_policy
 from clearance_core.errors import InvalidObject
+from clearance_core.fold import Affected
 from clearance_core.folds import FoldEvent, FoldResult
 from clearance_core.hierarchy import Target
 from clearance_core.inherit_index import Change, Event, PolicyApplied, PolicyRemoved
@@ -80,8 +81,7 @@ def follow(model: Model, tx: Writes, index_event: Event,
         tx.put_effective(target, after if after is not None and _stored(model, after)
                          else None)
         for audience in (tx.announce, tx.invalidate):
-            audience.users |= users
-            audience.groups |= groups
+            audience.update(Affected(users=set(users), groups=set(groups)))
     published = []
     for key in sorted(change.moved):
         conditions = conditions_of(model, key)

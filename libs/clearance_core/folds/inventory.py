@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from clearance_core import narrowing
 from clearance_core.errors import InvalidObject
 from clearance_core.evaluate import match_cluster
 from clearance_core.fold import Affected, fold_cluster, fold_group
@@ -51,7 +52,10 @@ def fold_cluster_event(model: Model, tx: Writes, event: FoldEvent) -> FoldResult
     result = FoldResult(outcome, follow(model, tx, ClusterChanged(name, labels), event.seq))
     # Whatever it changed (labels, set membership, targets), only answers about this
     # cluster and its namespaces can differ: entries about other clusters stay.
-    if tx.invalidate.all:
+    if tx.invalidate.all or labels is None:
+        # A vanished cluster's entries all go: narrowed invalidations (policy and Group
+        # changes) keep entries about clusters outside their list, and list only the
+        # inventory's (``clearance_core.narrowing``).
         tx.invalidate.all = False
         tx.invalidate.clusters.add(name)
     tx.invalidate.within = {name}
@@ -94,6 +98,9 @@ def fold_group_event(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
         decides = model.group_decides(name)
         if decides:
             tx.invalidate = affected.copy()
+            if event.precise and not model.rules_name_group(name):
+                tx.invalidate.narrow = narrowing.membership_change(
+                    model.clusters, model.policies_naming_group(name))
         if decides or _bound(model, name):
             tx.announce = affected
     if users is None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clearance_core import status
+from clearance_core import narrowing, status
 from clearance_core.fold import fold_policy, policy_change
 from clearance_core.folds import FoldEvent, FoldResult
 from clearance_core.model import Model, Writes
@@ -16,6 +16,8 @@ def fold(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
     obj = None if policy is None else event.obj
     tx.put_policy(event.key, previous, policy, obj)
     tx.announce, tx.invalidate = affected, affected.copy()
+    if event.precise:
+        tx.invalidate.narrow = narrowing.policy_change(model.clusters, previous, policy)
     model.set_policy(event.key, policy, obj)
     outcome = "deleted" if policy is None else ("compiled" if policy.valid else "invalid")
     return FoldResult(outcome, [(event.ref, report(policy, model, event))])
@@ -29,6 +31,8 @@ def withdraw(model: Model, tx: Writes, event: FoldEvent, reason: str) -> FoldRes
     tx.put_policy(event.key, previous, record, None if record is None else event.obj)
     affected = policy_change(previous, record)
     tx.announce, tx.invalidate = affected, affected.copy()
+    if event.precise:
+        tx.invalidate.narrow = narrowing.policy_change(model.clusters, previous, record)
     model.set_policy(event.key, record, None if record is None else event.obj)
     report_ = status.failed(event.seq, reason) if record is None else \
         report(record, model, event)

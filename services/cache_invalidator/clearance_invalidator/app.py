@@ -19,8 +19,8 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client
 
 from clearance_core.wire import SUBJECT_DECISIONS_CHANGED, ChangedPrincipals, DecisionsChanged
-from clearance_runtime import cache, health, keys, logs, metrics, retries
-from clearance_runtime.cache import INVALIDATE
+from clearance_runtime import health, invalidation, keys, logs, metrics, retries
+from clearance_runtime.invalidation import INVALIDATE, NARROWED
 from clearance_runtime.state import ChangeRecord
 
 log = logs.get(__name__)
@@ -44,12 +44,15 @@ _encode = msgspec.json.Encoder().encode
 
 
 def index_keys(record: ChangeRecord) -> tuple[list[str], list[str]]:
-    """The cache index sets holding every entry the change can alter, and the cluster
-    index sets those of users and groups are narrowed to (``within``; none: whole)."""
+    """The cache index sets holding every entry the change can alter, and the index sets
+    of users and groups whose entries are narrowed (to the cluster index sets listed
+    last, ``within``, or by ``narrow``; none: whole)."""
     scope = record.invalidate
     subjects = [*(keys.cache_by_user(u) for u in scope.users),
                 *(keys.cache_by_group(g) for g in scope.groups)]
     clusters = [keys.cache_by_cluster(c) for c in scope.clusters]
+    if scope.narrow is not None and not scope.within and subjects:
+        return clusters, subjects
     if scope.within and subjects:
         # Whole clusters first (a script call of their own), then the narrowed subjects.
         return clusters, [*subjects, *(keys.cache_by_cluster(c) for c in scope.within)]
@@ -67,6 +70,7 @@ class Invalidator:
         self._nc = nc
         self._r = redis
         self._invalidate = redis.register_script(INVALIDATE)
+        self._narrowed = redis.register_script(NARROWED)
         self._trim = redis.register_script(_TRIM)
         self._revision = 0
         self._next_sweep = 0.0
@@ -82,7 +86,7 @@ class Invalidator:
         await self._step()
         if time.monotonic() >= self._next_sweep:
             self._next_sweep = time.monotonic() + SWEEP_EVERY
-            metrics.CACHE_SWEPT.inc(await cache.sweep(self._r))
+            metrics.CACHE_SWEPT.inc(await invalidation.sweep(self._r))
 
     async def _step(self) -> None:
         self._revision = await health.revision(self._r)
@@ -103,9 +107,13 @@ class Invalidator:
     async def _apply(self, record: ChangeRecord) -> None:
         whole, narrowed = index_keys(record)
         removed = 0
-        if narrowed:
+        narrow = record.invalidate.narrow
+        # Neither narrowed call moves the revision: the call below does, once both ran.
+        if narrowed and narrow is not None and not record.invalidate.within:
+            removed += int(await self._narrowed(
+                keys=narrowed, args=[invalidation.narrow_arg(narrow)]))
+        elif narrowed:
             within = len(record.invalidate.within)
-            # Moves no revision (0): the call below does, once both are done.
             removed += int(await self._invalidate(keys=narrowed, args=[0, "0", within]))
         removed += int(await self._invalidate(
             keys=whole, args=[record.revision, "1" if record.invalidate.all else "0"]))

@@ -34,6 +34,8 @@ from clearance_runtime.state import StateStore
 log = logs.get(__name__)
 _decode_event = msgspec.json.Decoder(Event).decode
 _encode = msgspec.json.Encoder().encode
+#: An event older than this (ms since the stream stored it) is folded as a backlog.
+BACKLOG_MS = 1000
 
 
 class Folder:
@@ -67,7 +69,12 @@ class Folder:
             log.warning("event_malformed", seq=seq, error=str(exc)[:500])
             await self._store.advance(seq, published_ms=published_ms)
             return
-        folding = FoldEvent(seq, event.type, event.object, ref, time.time())
+        now = time.time()
+        # An event published long ago is part of a backlog being replayed (a rebuild, a
+        # restart): its invalidation is not narrowed, which costs a pass over the
+        # inventory per policy, and precision matters little then.
+        behind = published_ms is not None and now * 1000 - published_ms > BACKLOG_MS
+        folding = FoldEvent(seq, event.type, event.object, ref, now, precise=not behind)
         self._published_ms = published_ms
         try:
             result = await self._commit(folding, normal=True)

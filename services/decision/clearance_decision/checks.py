@@ -90,8 +90,10 @@ class Checks:
             try:
                 request = decode(body)
                 requests[index] = request
-                # A token is resolved on the slow path (its TokenReview may be a wait).
-                if cached and request.min_revision is None and request.principal is not None:
+                # A token is resolved on the slow path (its TokenReview may be a wait), and
+                # an explanation is looked up with its answer (cached apart).
+                if cached and request.min_revision is None and request.principal is not None \
+                        and not request.explain:
                     fast.append((index, request, cache_key(
                         request.principal,
                         BatchItem(action=request.action, resource=request.resource))))
@@ -139,8 +141,7 @@ class Checks:
         for (index, request, _, _), answer in zip(asked, answers, strict=True):
             if isinstance(answer, Exception):
                 continue
-            if not request.explain:
-                answer.trace = msgspec.UNSET
+            answer.trace = msgspec.UNSET  # none asked for an explanation
             try:
                 replies[index] = route.encode(answer, request, bodies[index])
             except Exception:
@@ -151,7 +152,7 @@ class Checks:
         """A cache hit as the encoded reply; ``_PAST`` if a validity boundary passed
         since it was computed; None (the slow path decides) if unusable."""
         try:
-            result = self._decider.cached(blob, explain=request.explain)
+            result = self._decider.cached(blob)
             if result is None:
                 return _PAST
             result.revision = revision

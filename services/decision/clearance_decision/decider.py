@@ -1,19 +1,15 @@
 """Checks: cache first, else one consistent snapshot and the pure evaluator.
 
 A batch is answered with one cache round trip, one snapshot for all its clusters and one
-cache write. Every cached entry carries its own explanation, so ``explain`` is answered
-from the cache too; the entry lives no longer than the TTL nor past the next validity
-boundary of any candidate policy. That boundary is stored with the answer and checked
-when it is read, by the clock that evaluated it: Redis expires the entry by its own
-clock, a moment after the write reached it (later still if the event loop was busy), so
-its TTL alone would let an allow outlive a ``notAfter`` by that much.
+cache write. An answer and its explanation are cached apart (``entries``): a check with
+``explain`` is a hit only when both are; each lives no longer than the TTL nor past the
+next validity boundary of any candidate policy.
 """
 
 from __future__ import annotations
 
 import math
 import time
-import zlib
 from collections.abc import Sequence
 
 import msgspec
@@ -27,51 +23,18 @@ from clearance_core.resources import (
     decision_digest,
     principal_digest,
 )
-from clearance_core.wire import BatchItem, CheckResult, Principal, TraceStep
+from clearance_core.wire import BatchItem, CheckResult, Principal
+from clearance_decision.entries import pack, pack_trace, unpack, unpack_trace
 from clearance_decision.views import principal_snapshot
 from clearance_runtime import metrics
-from clearance_runtime.cache import DecisionCache, Entry, entry_indexes, entry_key
+from clearance_runtime.cache import (
+    DecisionCache,
+    Entry,
+    entry_indexes,
+    entry_key,
+    trace_key,
+)
 from clearance_runtime.reads import Reads, Snapshot
-
-
-class Stored(msgspec.Struct, array_like=True):
-    """A cached answer (without its trace), the moment it stops holding (its next
-    notBefore/notAfter, POSIX seconds; None: none ahead) and its trace, compressed.
-
-    The trace is most of an answer's bytes (about 1.2 KB of a 1.3 KB entry with six
-    candidate policies; 260 bytes compressed) and is read only by ``explain``: kept
-    apart, it keeps a million cached decisions under 1 GiB of Valkey, and an answer
-    without ``explain`` decodes less."""
-
-    result: CheckResult
-    valid_until: float | None = None
-    trace: bytes | None = None
-
-
-_encode_stored = msgspec.msgpack.Encoder().encode
-_decode_stored = msgspec.msgpack.Decoder(Stored).decode
-_encode_trace = msgspec.msgpack.Encoder().encode
-_decode_trace = msgspec.msgpack.Decoder(list[TraceStep]).decode
-
-
-def pack(result: CheckResult, valid_until: float | None) -> bytes:
-    """A cache entry's blob: the answer, its validity limit and its compressed trace."""
-    trace = result.trace
-    bare = msgspec.structs.replace(result, trace=msgspec.UNSET)
-    packed = None if trace is msgspec.UNSET else zlib.compress(_encode_trace(trace), 1)
-    return _encode_stored(Stored(bare, valid_until, packed))
-
-
-def unpack(blob: bytes, now: float, *, explain: bool = True) -> CheckResult | None:
-    """The cached answer (with its trace if ``explain``), or None if a validity boundary
-    has passed since it was computed (the entry is about to expire: a miss)."""
-    stored = _decode_stored(blob)
-    if stored.valid_until is not None and now >= stored.valid_until:
-        return None
-    stored.result.cached = True
-    if explain and stored.trace is not None:
-        stored.result.trace = _decode_trace(zlib.decompress(stored.trace))
-    return stored.result
 
 
 def result_of(decision: Decision) -> CheckResult:
@@ -99,14 +62,12 @@ class Decider:
             principal_digest(principal), check.action, check.resource,
             cluster_of(check.resource)))
 
-    def cached(self, blob: bytes, *, explain: bool) -> CheckResult | None:
-        """A cache hit as a reply, counted; None if it no longer holds (not counted: the
-        caller evaluates it as a miss)."""
-        result = unpack(blob, time.time(), explain=explain)
+    def cached(self, blob: bytes) -> CheckResult | None:
+        """A cache hit (without explanation) as a reply, counted; None if it no longer
+        holds (not counted: the caller evaluates it as a miss)."""
+        result = unpack(blob, time.time())
         if result is None:
             return None
-        if not explain:
-            result.trace = msgspec.UNSET
         self._cache.hits += 1
         metrics.BOUND.cache_hit.inc()
         metrics.BOUND.decision("check", result.decision).inc()
@@ -128,11 +89,15 @@ class Decider:
         results: list[CheckResult | None] = [None] * len(checks)
         revision = 0
         if self._cache.enabled and lookup:
-            revision, blobs = await self._cache.lookup([entry_key(d) for d in digests])
+            wanted = [entry_key(d) for d in digests]
+            if explain:
+                wanted += [trace_key(d) for d in digests]
+            revision, blobs = await self._cache.lookup(wanted)
             now = time.time()
-            for index, blob in enumerate(blobs):
+            for index, blob in enumerate(blobs[:len(checks)]):
                 if blob is not None:
-                    results[index] = unpack(blob, now, explain=explain)
+                    results[index] = _hit(blob, blobs[len(checks) + index] if explain
+                                          else None, now, explain=explain)
         hits = sum(r is not None for r in results)
         self._cache.hits += hits
         self._cache.misses += len(checks) - hits
@@ -142,7 +107,7 @@ class Decider:
         if missing:
             revision = await self._evaluate(
                 principal=principal, pkey=pkey, checks=checks, clusters=clusters,
-                digests=digests, missing=missing, results=results,
+                digests=digests, missing=missing, results=results, explain=explain,
             )
         final: list[CheckResult] = []
         for result in results:
@@ -163,6 +128,7 @@ class Decider:
         digests: list[str],
         missing: list[int],
         results: list[CheckResult | None],
+        explain: bool,
     ) -> int:
         started = time.time()
         namespaces = {i: namespace_of(checks[i].resource) for i in missing}
@@ -175,7 +141,8 @@ class Decider:
             results[i] = self._result(
                 snapshot, identity, checks[i], pkey=pkey, cluster=clusters[i],
                 namespace=namespaces[i], key=entry_key(digests[i]), now=started,
-                entries=entries)
+                entries=entries,
+                trace_key=trace_key(digests[i]) if explain else None)
         await self._store(snapshot.compiled_revision, entries)
         return snapshot.revision
 
@@ -185,7 +152,7 @@ class Decider:
         one probe for all, each evaluated at once, their entries stored in one call. A
         check that cannot be answered gets its exception (its own error reply); ``None``
         without a mirror (each is then answered on its own). Each comes with the cache key
-        its lookup just missed (:meth:`cache_key`)."""
+        its lookup just missed (:meth:`cache_key`); none asks for an explanation."""
         started = time.time()
         revision = await self._reads.current()
         if revision is None:
@@ -205,7 +172,8 @@ class Decider:
                 state = snapshot.compiled_revision
                 result = self._result(
                     snapshot, identity, check, pkey=pkey, cluster=cluster,
-                    namespace=namespace, now=started, entries=entries, key=key)
+                    namespace=namespace, now=started, entries=entries, key=key,
+                    trace_key=None)
             except Exception as exc:
                 out.append(exc)
                 continue
@@ -219,8 +187,9 @@ class Decider:
 
     def _result(self, snapshot: Snapshot, identity: Identity, check: BatchItem, *,
                 pkey: str, cluster: str, namespace: str | None, key: str, now: float,
-                entries: list[Entry]) -> CheckResult:
-        """One check decided from a snapshot; its cache entry appended to ``entries``."""
+                entries: list[Entry], trace_key: str | None) -> CheckResult:
+        """One check decided from a snapshot; its cache entry (and its explanation's,
+        under ``trace_key`` if given) appended to ``entries``."""
         decision = decide(
             snapshot.policies,
             identity,
@@ -238,13 +207,21 @@ class Decider:
                 monitor=decision, target=target, declared=snapshot.declared)
         result = result_of(decision)
         if self._cache.ttl_ms > 0:
+            outcome = decision.outcome
+            indexes = entry_indexes(identity.names, identity.groups, cluster, pkey)
+            known = cluster if cluster in snapshot.known_clusters else None
             entries.append(Entry(
                 key=key,
-                blob=pack(result, decision.outcome.valid_until),
-                ttl_ms=self._cache.ttl_ms,
-                indexes=entry_indexes(identity.names, identity.groups, cluster, pkey),
-                valid_until=decision.outcome.valid_until,
+                blob=pack(result, outcome.valid_until, cluster=known, order=outcome.order),
+                ttl_ms=self._cache.ttl_ms, indexes=indexes, valid_until=outcome.valid_until,
             ))
+            if trace_key is not None:
+                entries.append(Entry(
+                    key=trace_key,
+                    blob=pack_trace(outcome.trace, outcome.valid_until),
+                    ttl_ms=self._cache.ttl_ms, indexes=indexes,
+                    valid_until=outcome.valid_until,
+                ))
         return result
 
     async def _store(self, state: str, entries: list[Entry]) -> None:
@@ -261,3 +238,16 @@ def _bounded(entry: Entry, now: float) -> Entry:
         return entry
     ttl = min(entry.ttl_ms, math.floor((entry.valid_until - now) * 1000))
     return msgspec.structs.replace(entry, ttl_ms=max(ttl, 0))
+
+
+def _hit(blob: bytes, trace: bytes | None, now: float, *, explain: bool
+         ) -> CheckResult | None:
+    """A cached answer, with its cached explanation if ``explain`` (None: a miss)."""
+    result = unpack(blob, now)
+    if result is None or not explain:
+        return result
+    steps = None if trace is None else unpack_trace(trace, now)
+    if steps is None:
+        return None
+    result.trace = steps
+    return result

@@ -1,0 +1,171 @@
+"""How cached decisions leave the cache: exact invalidation, narrowed invalidation, and
+the sweep of dangling index members (the Lua the cache-invalidator and ``cache.clear``
+run), and the entry header the narrowed invalidation reads.
+
+A cached answer's blob starts with a small header — a 2-byte length, then msgpack
+``[cluster | false, deciding policy's order | nil]`` — so that a policy or Group change
+can drop, of its subjects' entries, only those whose answer it can change
+(``clearance_core.narrowing``) without the invalidator parsing whole answers. ``false``
+marks a cluster that was not in the inventory when the answer was computed: such an
+entry is always dropped.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import redis.asyncio as aioredis
+
+from clearance_core.narrowing import Narrow
+from clearance_runtime import keys
+
+_head = msgspec.msgpack.Encoder().encode
+#: Longest header (a 2-byte length); a longer one (a huge cluster name) is replaced by
+#: the "not in the inventory" header, which every narrowed invalidation drops.
+_HEAD_MAX = 0xFFFF
+
+
+def entry_blob(cluster: str | None, order: str | None, body: bytes) -> bytes:
+    """A cached answer's blob: the header for ``cluster`` (None: not in the inventory)
+    and ``order`` (of the deciding MonitorAccessPolicy; None: none decided), then the
+    answer itself."""
+    head = _head((False if cluster is None else cluster, order))
+    if len(head) > _HEAD_MAX:
+        head = _head((False, None))
+    return len(head).to_bytes(2, "big") + head + body
+
+
+def entry_body(blob: bytes) -> memoryview:
+    """The answer of a blob made by :func:`entry_blob`."""
+    return memoryview(blob)[2 + int.from_bytes(blob[:2], "big"):]
+
+
+def narrow_arg(narrow: Narrow) -> bytes:
+    """NARROWED's argument for a narrowing."""
+    clusters = None if narrow.clusters is None else sorted(narrow.clusters)
+    return _head((clusters, narrow.after))
+
+
+#: Of the entries in the given index sets (KEYS: users' and groups'), deletes those a
+#: narrowing drops — ``clearance_core.narrowing.Narrow.drops`` over each entry's header —
+#: and every cached explanation; ARGV[1]: msgpack [clusters | nil, after | nil]. Moves no
+#: revision: INVALIDATE, called next for the rest of the record, does. Strings compare
+#: byte by byte: Lua's ``<`` follows the server's locale.
+NARROWED = f"""
+local spec = cmsgpack.unpack(ARGV[1])
+local clusters = nil
+if type(spec[1]) == 'table' then
+  clusters = {{}}
+  for _, c in ipairs(spec[1]) do clusters[c] = true end
+end
+local after = spec[2]
+if type(after) ~= 'string' then after = nil end
+local function before(a, b)
+  if a == b then return false end
+  local n = math.min(#a, #b)
+  for i = 1, n do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+local function kept(k)
+  if string.sub(k, 1, {len(keys.ENTRY_PREFIX)}) ~= '{keys.ENTRY_PREFIX}' then return false end
+  local v = redis.call('GET', k)
+  if not v or #v < 2 then return false end
+  local size = string.byte(v, 1) * 256 + string.byte(v, 2)
+  local ok, head = pcall(cmsgpack.unpack, string.sub(v, 3, 2 + size))
+  if not ok or type(head) ~= 'table' or type(head[1]) ~= 'string' then return false end
+  if clusters and not clusters[head[1]] then return true end
+  return after ~= nil and type(head[2]) == 'string' and before(head[2], after)
+end
+local n = 0
+for _, idx in ipairs(KEYS) do
+  for _, k in ipairs(redis.call('SMEMBERS', idx)) do
+    if not kept(k) then
+      n = n + redis.call('DEL', k)
+      redis.call('ZREM', '{keys.CACHE_ALL}', k)
+      redis.call('SREM', idx, k)
+    end
+  end
+end
+return n
+"""
+
+
+#: Removes index members whose entry expired or was evicted, one index set at a time.
+#: Atomic per set: an entry re-created by _PUT between a check and a removal would
+#: otherwise lose its index membership.
+SWEEP = """
+local removed = 0
+for _, idx in ipairs(KEYS) do
+  for _, k in ipairs(redis.call('SMEMBERS', idx)) do
+    if redis.call('EXISTS', k) == 0 then
+      removed = removed + redis.call('SREM', idx, k)
+    end
+  end
+end
+return removed
+"""
+
+#: Deletes every entry listed in the given index sets (KEYS) and the sets themselves,
+#: then advances the invalidated revision (ARGV[1]) — atomically. The system revision
+#: never passes the compiler's checkpoint: a record read before the store was wiped for
+#: a rebuild must not announce a revision the rebuilt state has not reached.
+#: ARGV[3] (optional) > 0: the last ARGV[3] KEYS are cluster index sets ("within"), and
+#: of the other sets (users and groups) only the entries also in one of them go.
+INVALIDATE = f"""
+local n = 0
+local within = tonumber(ARGV[3] or '0')
+local subjects = #KEYS - within
+if within > 0 then
+  for w = subjects + 1, #KEYS do
+    for _, k in ipairs(redis.call('SMEMBERS', KEYS[w])) do
+      for i = 1, subjects do
+        if redis.call('SISMEMBER', KEYS[i], k) == 1 then
+          n = n + redis.call('DEL', k)
+          redis.call('ZREM', '{keys.CACHE_ALL}', k)
+          redis.call('SREM', KEYS[w], k)
+          break
+        end
+      end
+    end
+  end
+  subjects = 0
+end
+for i = 1, subjects do
+  local idx = KEYS[i]
+  for _, k in ipairs(redis.call('SMEMBERS', idx)) do
+    n = n + redis.call('DEL', k)
+    redis.call('ZREM', '{keys.CACHE_ALL}', k)
+  end
+  redis.call('DEL', idx)
+end
+if ARGV[2] == '1' then
+  for _, k in ipairs(redis.call('ZRANGE', '{keys.CACHE_ALL}', 0, -1)) do
+    n = n + redis.call('DEL', k)
+  end
+  redis.call('DEL', '{keys.CACHE_ALL}')
+end
+local current = tonumber(redis.call('GET', '{keys.INVALIDATED_REV}') or '0')
+local compiled = tonumber(redis.call('GET', '{keys.REV}') or '0')
+local revision = tonumber(ARGV[1])
+if revision > current and revision <= compiled then
+  redis.call('SET', '{keys.INVALIDATED_REV}', ARGV[1])
+end
+return n
+"""
+
+
+
+
+async def sweep(redis: aioredis.Redis, *, batch: int = 200) -> int:
+    """Drop dangling members (expired or evicted entries) from every cache index set;
+    returns how many. Index sets never expire, so without this they only grow."""
+    script = redis.register_script(SWEEP)
+    removed, cursor = 0, 0
+    while True:
+        cursor, found = await redis.scan(cursor, match="clr:dci:[ugcp]:*", count=batch)
+        if found:
+            removed += int(await script(keys=list(found)))
+        if cursor == 0:
+            return removed
