@@ -47,9 +47,11 @@ def decide(
     labels: Mapping[str, str],
     now: float,
     match: Matcher = match_cluster,
+    explain: bool = True,
 ) -> Decision:
+    """``explain=False``: no trace (see ``evaluate_cluster``)."""
     outcome = evaluate_cluster(policies, identity, action=action, cluster=cluster,
-                               labels=labels, now=now, match=match)
+                               labels=labels, now=now, match=match, explain=explain)
 
     def made(decision: DecisionKind, reason: str,
              filters: dict[str, Any] | None = None) -> Decision:

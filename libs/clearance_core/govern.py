@@ -100,7 +100,7 @@ def govern(outcome: Outcome, rules: Mapping[str, EffectiveRule], identity: Ident
     matched = matching(rules, identity) if rules else []
     if any(found.rule.effect == "Deny" for _, found in matched):
         return NOTHING
-    if outcome.decided_at is not None:
+    if outcome.order is not None:  # a MonitorAccessPolicy decided
         if outcome.decision != "allow" or outcome.rule is None:
             return NOTHING
         return Governing((rule_view(outcome.rule),))

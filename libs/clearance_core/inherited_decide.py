@@ -168,7 +168,7 @@ def decide_with_inherited(rules: Mapping[str, EffectiveRule], identity: Identity
             verdict.steps.append(_step(name, found, "decided", f"deny everything{where}"))
             return verdict.made("deny", f"denied by AccessPolicy rule {name} of "
                                         f"{found.source}{where}", found.source)
-    if monitor.outcome.decided_at is not None:
+    if monitor.outcome.order is not None:
         return monitor  # a MonitorAccessPolicy matched the cluster: it decides
     if not matched:
         return monitor  # no policy of either kind: deny

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import redis.asyncio as aioredis
@@ -115,6 +115,15 @@ def entry_indexes(
     )
 
 
+class Looked(NamedTuple):
+    """What a lookup found: the system revision, each key's blob (None: not cached) and
+    where the store stood when they were read."""
+
+    revision: int
+    blobs: list[bytes | None]
+    probe: health.Probe
+
+
 class DecisionCache:
     def __init__(self, redis: aioredis.Redis, *, ttl_seconds: int) -> None:
         self._r = redis
@@ -123,8 +132,7 @@ class DecisionCache:
         self._stores: Coalescer[tuple[str, Sequence[Entry]], int] = Coalescer(
             self._store_many, chunk=STORE_CHUNK)
         self._clear = redis.register_script(INVALIDATE)
-        self._pending: list[tuple[Sequence[str], asyncio.Future[tuple[int, list[bytes | None]]]]]
-        self._pending = []
+        self._pending: list[tuple[Sequence[str], asyncio.Future[Looked]]] = []
         self.hits = 0
         self.misses = 0
 
@@ -132,10 +140,11 @@ class DecisionCache:
     def enabled(self) -> bool:
         return self.ttl_ms > 0
 
-    async def lookup(self, cache_keys: Sequence[str]) -> tuple[int, list[bytes | None]]:
-        """(system revision, cached blobs) — coalesced with concurrent lookups."""
+    async def lookup(self, cache_keys: Sequence[str]) -> Looked:
+        """The system revision, the cached blobs and where the store stood — coalesced
+        with concurrent lookups."""
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[tuple[int, list[bytes | None]]] = loop.create_future()
+        future: asyncio.Future[Looked] = loop.create_future()
         if not self._pending:
             loop.call_soon(self._flush)
         self._pending.append((cache_keys, future))
@@ -145,11 +154,8 @@ class DecisionCache:
         batch, self._pending = self._pending, []
         asyncio.get_running_loop().create_task(self._mget(batch))
 
-    async def _mget(
-        self,
-        batch: list[tuple[Sequence[str], asyncio.Future[tuple[int, list[bytes | None]]]]],
-    ) -> None:
-        flat = [keys.INVALIDATED_REV, keys.BUILT]
+    async def _mget(self, batch: list[tuple[Sequence[str], asyncio.Future[Looked]]]) -> None:
+        flat = [keys.INVALIDATED_REV, keys.BUILT, keys.REV]
         for cache_keys, _ in batch:
             flat.extend(cache_keys)
         try:
@@ -158,19 +164,19 @@ class DecisionCache:
             values = []
             failure: Exception | None = exc
         else:
-            revision = int(values[0] or 0)
-            failure = health.rebuilding(revision, values[1])
+            probe = health.Probe.of(values[2], values[1], values[0])
+            failure = health.rebuilding(probe.revision, probe.built)
         if failure is not None:
             for _, future in batch:
                 if not future.done():
                     future.set_exception(failure)
             return
-        position = 2
+        position = 3
         for cache_keys, future in batch:
             chunk = values[position : position + len(cache_keys)]
             position += len(cache_keys)
             if not future.done():
-                future.set_result((revision, chunk))
+                future.set_result(Looked(probe.revision, chunk, probe))
 
     async def store(self, compiled_revision: str, entries: Sequence[Entry]) -> int:
         """Cache entries computed from the state ``compiled_revision`` (checkpoint@build);

@@ -97,6 +97,23 @@ def build_target(built: bytes | str | int) -> int:
     return int(text.partition(":")[0])
 
 
+class Probe(NamedTuple):
+    """Where the store stands, read in one round trip: the compiler's checkpoint
+    (``clr:rev``), the build marker (``clr:built``) and the system revision."""
+
+    rev: str
+    built: bytes | None
+    revision: int
+
+    @classmethod
+    def of(cls, rev: bytes | str | None, built: bytes | str | None,
+           revision: bytes | str | None) -> Probe:
+        def text(value: bytes | str) -> str:
+            return value.decode() if isinstance(value, bytes) else value
+        marker = built.encode() if isinstance(built, str) else built
+        return cls(text(rev or b"0"), marker, int(revision or 0))
+
+
 def rebuilding(revision: int, built: bytes | str | int | None) -> Unavailable | None:
     """The error to answer while the compiled state is not whole: the store lost it
     (``clr:built`` gone: flushed, restarted empty, never built) or its rebuild has not

@@ -45,7 +45,6 @@ _FLEET_FIELD = location(hierarchy.FLEET)[1]
 _CLUSTER_FIELD = location(hierarchy.cluster(""))[1]  # + the cluster's name
 _labels = msgspec.json.Decoder(dict[str, str]).decode
 #: (checkpoint, build marker, system revision) as one probe read them.
-_Probe = tuple[str, bytes | None, int]
 #: Memoised cluster matches at most (policy x cluster pairs; about 100 bytes each).
 MATCHES_KEPT = 1_000_000
 _users = msgspec.json.Decoder(list[str]).decode
@@ -125,7 +124,7 @@ class StateMirror:
         self._load_script = redis.register_script(_LOAD)
         self._catch_up_script = redis.register_script(_CATCH_UP)
         #: One probe read for every request of an event-loop iteration.
-        self._probes: Coalescer[None, _Probe] = Coalescer(self._read_probes, chunk=1 << 30)
+        self._probes: Coalescer[None, health.Probe] = Coalescer(self._read_probes, chunk=1 << 30)
         self._refreshing: asyncio.Future[None] | None = None
         #: Moves with every change applied (and every reload): a matcher from an older
         #: state computes instead (a memo newer than its snapshot must not answer it).
@@ -159,10 +158,13 @@ class StateMirror:
 
     # Keeping current ------------------------------------------------------------------
 
-    async def current(self) -> int:
-        """Bring the mirror to (at least) the state the store holds now; the system
-        revision. ``Unavailable`` while the state is lost or being rebuilt."""
-        rev, built, irev = await self._probe()
+    async def current(self, probe: health.Probe | None = None) -> int:
+        """Bring the mirror to (at least) the state the store holds now — or held when
+        ``probe`` was read, if given (a cache lookup that just missed read it: reading
+        it again would cost a round trip and guarantee nothing more to a request that
+        arrived before it); the system revision. ``Unavailable`` while the state is
+        lost or being rebuilt."""
+        rev, built, irev = probe if probe is not None else await self._probe()
         error = health.rebuilding(irev, built)
         if error is not None:
             raise error
@@ -177,13 +179,12 @@ class StateMirror:
     def _reaches(self, rev: str, built: bytes | None) -> bool:
         return self.built == built and self.rev is not None and int(self.rev) >= int(rev)
 
-    async def _probe(self) -> _Probe:
+    async def _probe(self) -> health.Probe:
         return await self._probes.submit(None)
 
-    async def _read_probes(self, waiting: Sequence[None]) -> list[_Probe]:
+    async def _read_probes(self, waiting: Sequence[None]) -> list[health.Probe]:
         rev, built, irev = await self._r.mget([keys.REV, keys.BUILT, keys.INVALIDATED_REV])
-        marker = built.encode() if isinstance(built, str) else built
-        return [(_s(rev or b"0"), marker, int(irev or 0))] * len(waiting)
+        return [health.Probe.of(rev, built, irev)] * len(waiting)
 
     async def _refresh(self) -> int:
         refreshing = self._refreshing = asyncio.get_running_loop().create_future()

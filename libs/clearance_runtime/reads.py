@@ -165,10 +165,11 @@ class Reads:
             clusters=clusters, namespaces=namespaces)
         return snapshot, identity_of(principal, snapshot.member_of)
 
-    async def current(self) -> int | None:
-        """Bring the mirror up to the store's state (the system revision); ``None``
-        without a mirror (every snapshot is then its own read)."""
-        return None if self.mirror is None else await self.mirror.current()
+    async def current(self, probe: health.Probe | None = None) -> int | None:
+        """Bring the mirror up to the store's state (the system revision), as of
+        ``probe`` if given; ``None`` without a mirror (every snapshot is then its own
+        read)."""
+        return None if self.mirror is None else await self.mirror.current(probe)
 
     def snapshot_now(
         self, principal: Principal, revision: int, *, clusters: Sequence[str] | None,

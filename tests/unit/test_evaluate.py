@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -272,3 +273,19 @@ def test_the_trace_lists_every_candidate_and_one_decider(
         # Nothing before the decider matched the cluster while in force.
         assert all(s.outcome in ("skipped", "no_match")
                    for s in outcome.trace[:outcome.decided_at])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(policy_dicts, max_size=6), names, st.sampled_from(["view", "view_metrics"]),
+       st.sampled_from([NOW, NOW + 10**8]))
+def test_without_explain_the_answer_is_the_same_and_has_no_trace(
+    dicts: list[dict[str, Any]], cluster: str, action: str, now: float,
+) -> None:
+    """Answers cached without their explanation are the explained ones minus the trace."""
+    policies = compiled_set(dicts)
+    kwargs: dict[str, Any] = {"action": action, "cluster": cluster,
+                              "labels": LABELS.get(cluster, {}), "now": now}
+    full = evaluate_cluster(policies, ALICE, **kwargs)
+    bare = evaluate_cluster(policies, ALICE, explain=False, **kwargs)
+    assert bare.trace == [] and bare.decided_at is None
+    assert msgspec.structs.replace(bare, trace=full.trace, decided_at=full.decided_at) == full

@@ -26,6 +26,7 @@ from clearance_decision.decider import Decider
 from clearance_decision.routes import Route
 from clearance_runtime import logs
 from clearance_runtime.cache import DecisionCache
+from clearance_runtime.health import Probe
 from clearance_runtime.reads import STORE_OUTAGES, Reads, unavailable
 from clearance_runtime.responder import reply_to
 
@@ -100,9 +101,10 @@ class Checks:
             except Exception:  # noqa: S112 - the slow path answers it with its own error
                 continue
         missed: dict[int, str] = {}  # index -> the cache key it missed
+        probe = None
         if fast:
             try:
-                revision, blobs = await self._cache.lookup([key for _, _, key in fast])
+                revision, blobs, probe = await self._cache.lookup([key for _, _, key in fast])
             except STORE_OUTAGES as exc:
                 raise unavailable(exc) from None
             for (index, request, key), blob in zip(fast, blobs, strict=True):
@@ -113,7 +115,7 @@ class Checks:
                 elif reply is not None:  # an unusable entry is answered (or failed) by
                     replies[index] = reply  # the slow path
         if missed:
-            await self._misses(route, bodies, requests, missed, replies)
+            await self._misses(route, bodies, requests, missed, replies, probe=probe)
         slow = [i for i, reply in enumerate(replies) if reply is None]
         if slow:
             answers = await asyncio.gather(*(
@@ -124,7 +126,7 @@ class Checks:
 
     async def _misses(self, route: Route, bodies: list[bytes],
                       requests: list[CheckRequest | None], missed: dict[int, str],
-                      replies: list[bytes | None]) -> None:
+                      replies: list[bytes | None], *, probe: Probe | None) -> None:
         """The cache misses answered together (one probe, one store); any that fails is
         left to the slow path, which answers it alone with its own error."""
         asked = [(i, request, principal, key) for i, key in missed.items()
@@ -133,7 +135,7 @@ class Checks:
         try:
             answers = await self._decider.misses([
                 (principal, BatchItem(action=request.action, resource=request.resource), key)
-                for _, request, principal, key in asked])
+                for _, request, principal, key in asked], probe)
         except Exception:  # each is then answered alone, failing with its own error
             return
         if answers is None:

@@ -34,6 +34,7 @@ from clearance_runtime.cache import (
     entry_key,
     trace_key,
 )
+from clearance_runtime.health import Probe
 from clearance_runtime.reads import Reads, Snapshot
 
 
@@ -92,7 +93,7 @@ class Decider:
             wanted = [entry_key(d) for d in digests]
             if explain:
                 wanted += [trace_key(d) for d in digests]
-            revision, blobs = await self._cache.lookup(wanted)
+            revision, blobs, _ = await self._cache.lookup(wanted)
             now = time.time()
             for index, blob in enumerate(blobs[:len(checks)]):
                 if blob is not None:
@@ -146,15 +147,16 @@ class Decider:
         await self._store(snapshot.compiled_revision, entries)
         return snapshot.revision
 
-    async def misses(self, asked: Sequence[tuple[Principal, BatchItem, str]]
-                     ) -> list[CheckResult | Exception] | None:
+    async def misses(self, asked: Sequence[tuple[Principal, BatchItem, str]],
+                     probe: Probe | None = None) -> list[CheckResult | Exception] | None:
         """Single checks that just missed the cache, answered together from the mirror:
         one probe for all, each evaluated at once, their entries stored in one call. A
         check that cannot be answered gets its exception (its own error reply); ``None``
         without a mirror (each is then answered on its own). Each comes with the cache key
-        its lookup just missed (:meth:`cache_key`); none asks for an explanation."""
+        its lookup just missed (:meth:`cache_key`); none asks for an explanation.
+        ``probe``: where the store stood at that lookup (the mirror catches up to it)."""
         started = time.time()
-        revision = await self._reads.current()
+        revision = await self._reads.current(probe)
         if revision is None:
             return None
         out: list[CheckResult | Exception] = []
@@ -199,6 +201,7 @@ class Decider:
             labels=snapshot.labels.get(cluster, {}),
             now=now,
             match=snapshot.match,
+            explain=trace_key is not None,
         )
         target, rules = snapshot.inherited(cluster, namespace)
         if rules:
