@@ -143,7 +143,9 @@ async def freshness(nc: Any, js: Any, r: aioredis.Redis, warm: Warm) -> dict[str
     for n in range(5):
         p = 7 + n * 97
         changes.append(("policy", policy(p, effect="Deny" if p % 13 else "Allow")))
-        changes.append(("group", group(n * 31 + 3, extra=(f"u{n * 53 + 1}",))))
+        # The joining user is one whose answers are cached (Warm keeps every fifth).
+        joiner = f"u{(n * 53 + 1) * 5 % PRINCIPALS}"
+        changes.append(("group", group(n * 31 + 3, extra=(joiner,))))
         changes.append(("cluster-label", cluster(n * 17 + 2, env="dev" if n % 2 else "prod")))
         changes.append(("rolebinding", binding(n)))
     out: dict[str, Any] = {"kinds": {}}

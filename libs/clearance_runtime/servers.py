@@ -3,13 +3,22 @@
 Used by ``clearance up`` (state under ``.clearance/``) and by the test harness (free
 ports, temporary directories). Each server is a child process; ``stop`` terminates it
 gracefully and waits.
+
+``clearance up``'s servers are *owned*: they hold their state directory (JetStream's
+store, Valkey's append-only file), which two servers must never share. So an owned
+server dies with the process that started it, even one killed with SIGKILL (Linux's
+parent-death signal), and leaves a pid file; a server a previous owner left running
+anyway (another OS, a signal lost) is stopped before a new one starts on the same
+directory.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -62,26 +71,94 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: flo
     raise Unavailable(f"{what} did not listen on port {port} within {timeout}s")
 
 
-class Server:
-    """A child server process bound to 127.0.0.1:port."""
+_PR_SET_PDEATHSIG = 1
 
-    def __init__(self, *, name: str, argv: list[str], port: int, log_path: Path) -> None:
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
+    """In the child, before exec: SIGTERM when the parent dies (Linux; elsewhere the
+    pid file is what protects the state directory)."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() == 1:  # the parent died before the signal was armed
+        os._exit(1)
+
+
+def _alive(pid: int, binary: str) -> bool:
+    """Whether ``pid`` is a running instance of ``binary`` (not a recycled pid)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return False
+        return True  # no /proc: trust the pid file
+    return os.path.basename(binary).encode() in cmdline.split(b"\0", 1)[0]
+
+
+def stop_stale(pid_file: Path, binary: str, timeout: float = 10.0) -> bool:
+    """Stop the server a pid file names if it still runs; whether there was one."""
+    try:
+        pid = int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return False
+    if not _alive(pid, binary):
+        pid_file.unlink(missing_ok=True)
+        return False
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while _alive(pid, binary) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _alive(pid, binary):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        while _alive(pid, binary) and time.monotonic() < deadline + 5:
+            time.sleep(0.05)
+    pid_file.unlink(missing_ok=True)
+    return True
+
+
+NATS_PID, VALKEY_PID = "nats.pid", "valkey.pid"
+
+
+def stop_left_behind(nats_dir: Path, valkey_dir: Path) -> list[str]:
+    """Stop the owned servers a previous run left on these state directories (before
+    choosing ports: they may hold the preferred ones); the names of those stopped."""
+    found = [("nats-server", nats_dir / NATS_PID, nats_binary()),
+             ("valkey-server", valkey_dir / VALKEY_PID, valkey_binary())]
+    return [name for name, pid_file, binary in found if stop_stale(pid_file, binary)]
+
+
+class Server:
+    """A child server process bound to 127.0.0.1:port; ``pid_file`` given: owned (see
+    the module's docstring)."""
+
+    def __init__(self, *, name: str, argv: list[str], port: int, log_path: Path,
+                 pid_file: Path | None = None) -> None:
         self.name = name
         self.argv = argv
         self.port = port
         self.log_path = log_path
+        self.pid_file = pid_file
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 15.0) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.pid_file is not None:
+            stop_stale(self.pid_file, self.argv[0])
         with self.log_path.open("ab") as log_file:
             self.proc = subprocess.Popen(
-                self.argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                self.argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent if self.pid_file is not None else None,  # noqa: PLW1509 - before any thread of ours runs
             )
+        if self.pid_file is not None:
+            self.pid_file.write_text(f"{self.proc.pid}\n")
         _wait_port(self.port, self.proc, self.name, timeout)
 
     def stop(self, timeout: float = 10.0) -> None:
         if self.proc is None or self.proc.poll() is not None:
+            self.forget()
             return
         self.proc.terminate()
         try:
@@ -89,6 +166,12 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        self.forget()
+
+    def forget(self) -> None:
+        """Remove the pid file of an owned server that has stopped."""
+        if self.pid_file is not None:
+            self.pid_file.unlink(missing_ok=True)
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -109,9 +192,11 @@ def stop_all(running: list[Server], timeout: float) -> None:
             server.proc.wait(max(deadline - time.monotonic(), 0.01))
         except subprocess.TimeoutExpired:
             server.kill()
+        server.forget()
 
 
-def nats_server(state_dir: Path, port: int | None = None) -> tuple[Server, str]:
+def nats_server(state_dir: Path, port: int | None = None, *,
+                owned: bool = False) -> tuple[Server, str]:
     port = port or free_port()
     store = state_dir / "jetstream"
     store.mkdir(parents=True, exist_ok=True)
@@ -121,12 +206,13 @@ def nats_server(state_dir: Path, port: int | None = None) -> tuple[Server, str]:
     config.write_text(f'listen: "127.0.0.1:{port}"\nmax_payload: 33554432\n'
                       f'jetstream {{ store_dir: "{store}" }}\n')
     argv = [nats_binary(), "-c", str(config)]
-    return Server(name="nats-server", argv=argv, port=port,
-                  log_path=state_dir / "nats.log"), f"nats://127.0.0.1:{port}"
+    return Server(name="nats-server", argv=argv, port=port, log_path=state_dir / "nats.log",
+                  pid_file=state_dir / NATS_PID if owned else None), \
+        f"nats://127.0.0.1:{port}"
 
 
 def valkey_server(state_dir: Path, port: int | None = None, *, persist: bool = True,
-                  maxmemory: str = "0") -> tuple[Server, str]:
+                  maxmemory: str = "0", owned: bool = False) -> tuple[Server, str]:
     """``volatile-lru``: at ``maxmemory`` only keys with a TTL — decision cache entries,
     never compiled state — are evicted; when none is left, writes are refused (OOM) and
     retried, instead of the process being killed (see keys.py)."""
@@ -138,4 +224,6 @@ def valkey_server(state_dir: Path, port: int | None = None, *, persist: bool = T
             "--protected-mode", "no", "--maxmemory", maxmemory,
             "--maxmemory-policy", "volatile-lru"]
     return Server(name="valkey-server", argv=argv, port=port,
-                  log_path=state_dir / "valkey.log"), f"redis://127.0.0.1:{port}/0"
+                  log_path=state_dir / "valkey.log",
+                  pid_file=state_dir / VALKEY_PID if owned else None), \
+        f"redis://127.0.0.1:{port}/0"

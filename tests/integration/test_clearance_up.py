@@ -268,3 +268,47 @@ def test_ctrl_c_stops_everything_within_5_seconds(running: Fleet) -> None:
                 raise AssertionError(f"port {port} still served")
         except OSError:
             pass
+
+
+def _served(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def test_a_killed_up_takes_its_servers_and_a_new_one_starts_on_the_same_state(
+        tmp_path: Path) -> None:
+    """kill -9 of ``clearance up`` must not leave two servers on one state directory:
+    its servers go with it, and the next ``up`` on the same state answers again."""
+    state = tmp_path / "state"
+    up, _, ports = start_up(state)
+    up.kill()
+    up.wait()
+    deadline = time.monotonic() + 10
+    while any(_served(port) for port in ports):
+        assert time.monotonic() < deadline, "the servers outlived clearance up"
+        time.sleep(0.1)
+    again, env, _ = start_up(state)  # the examples load again: the state is usable
+    try:
+        reply = json.loads(clearance(env, "request", "clearance.v1.status").stdout)
+        assert reply["revision"] >= EXAMPLES_LOADED
+    finally:
+        stop(again)
+
+
+def test_an_up_stops_the_servers_a_previous_one_left_on_its_state(tmp_path: Path) -> None:
+    """Without the parent-death signal (another OS, a signal lost), the pid files still
+    name the servers left on the state directory; the next ``up`` stops them first."""
+    state = tmp_path / "state"
+    nats_srv, _ = servers.nats_server(state / "nats", owned=True)
+    nats_srv.start()
+    left = nats_srv.proc
+    assert left is not None and (state / "nats" / servers.NATS_PID).exists()
+    again, _, _ = start_up(state)
+    try:
+        assert left.wait(timeout=10) is not None  # stopped before the new one started
+    finally:
+        stop(again)
+        nats_srv.kill()

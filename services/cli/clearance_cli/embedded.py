@@ -66,8 +66,14 @@ def up(args: argparse.Namespace, settings: Settings) -> None:
     state: Path = args.state.resolve()
     state.mkdir(parents=True, exist_ok=True)
     manifests = (args.manifests or settings.manifests or Path("examples")).resolve()
-    nats_srv, nats_url = servers.nats_server(state / "nats", _port(args.nats_port))
-    valkey_srv, redis_url = servers.valkey_server(state / "valkey", _port(args.redis_port))
+    # Owned: they die with this process, even killed with SIGKILL, and a pair a
+    # previous run left behind on this state directory is stopped first.
+    for name in servers.stop_left_behind(state / "nats", state / "valkey"):
+        print(f"stopped the {name} a previous run left on {state}", flush=True)
+    nats_srv, nats_url = servers.nats_server(state / "nats", _port(args.nats_port),
+                                             owned=True)
+    valkey_srv, redis_url = servers.valkey_server(state / "valkey", _port(args.redis_port),
+                                                  owned=True)
     nats_srv.start()
     try:
         valkey_srv.start()
