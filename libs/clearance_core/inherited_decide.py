@@ -120,6 +120,20 @@ class _Verdict:
         return Decision(decision=decision, reason=reason, policy=policy,
                         permissions=self.permissions, filters=filters, outcome=outcome)
 
+    def overrule_monitor(self) -> None:
+        """An inherited Deny comes first: the MonitorAccessPolicy step that would have
+        decided only matched (one trace, one decider)."""
+        outcome = self.monitor.outcome
+        if outcome.decided_at is None:
+            return
+        trace = list(outcome.trace)
+        step = trace[outcome.decided_at]
+        trace[outcome.decided_at] = msgspec.structs.replace(
+            step, outcome="matched",
+            reason=f"overruled: {step.reason}, but an inherited Deny decides first")
+        self.monitor = msgspec.structs.replace(
+            self.monitor, outcome=msgspec.structs.replace(outcome, trace=trace))
+
     def allow(self, name: str, found: EffectiveRule) -> Decision:
         self.steps.append(_step(name, found, "decided", "allow"))
         return self.made("allow", f"allowed by AccessPolicy rule {name} of {found.source}"
@@ -165,6 +179,7 @@ def decide_with_inherited(rules: Mapping[str, EffectiveRule], identity: Identity
     matched = matching(rules, identity)
     for name, found in matched:
         if found.rule.effect == "Deny":
+            verdict.overrule_monitor()
             verdict.steps.append(_step(name, found, "decided", f"deny everything{where}"))
             return verdict.made("deny", f"denied by AccessPolicy rule {name} of "
                                         f"{found.source}{where}", found.source)

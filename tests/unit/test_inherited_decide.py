@@ -55,6 +55,11 @@ def test_a_matching_deny_rule_wins_over_an_allowing_monitor_policy() -> None:
     assert result.reason == "denied by AccessPolicy rule block of t/p at Cluster c1"
     step = result.outcome.trace[result.outcome.decided_at or 0]
     assert step.policy == "t/p" and step.outcome == "decided"
+    # One decider in the trace: the MonitorAccessPolicy that would have decided is
+    # shown as overruled.
+    assert [s.outcome for s in result.outcome.trace].count("decided") == 1
+    overruled = result.outcome.trace[0]
+    assert overruled.outcome == "matched" and overruled.reason.startswith("overruled: ")
 
 
 def test_a_deny_rule_for_someone_else_changes_nothing() -> None:
