@@ -15,8 +15,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core.evaluate import Outcome, evaluate_cluster
-from clearance_core.narrowing import Narrow, membership_change, policy_change
+from clearance_core.evaluate import Outcome, evaluate_cluster, match_cluster
+from clearance_core.narrowing import Narrow, matches, membership_change, policy_change
 from clearance_core.policy import CompiledPolicy, compile_policy
 from clearance_core.principal import Identity
 from tests.unit.policies import policy
@@ -208,3 +208,15 @@ def test_order_strings_sort_as_the_evaluation_order() -> None:
     ready = [p for p in made if p is not None]
     assert sorted(ready, key=CompiledPolicy.sort_key) == \
         sorted(ready, key=lambda p: p.order().encode())
+
+
+@settings(max_examples=400, deadline=None)
+@given(policy_dicts)
+def test_bulk_matching_is_match_cluster_over_the_inventory(raw: dict[str, Any]) -> None:
+    compiled = compile_policy(raw)
+    found = matches(compiled, INVENTORY)
+    if not (compiled.valid and compiled.enabled):
+        assert found == {}
+        return
+    assert found == {c: m for c, labels in INVENTORY.items()
+                     if (m := match_cluster(compiled, c, labels)) is not None}

@@ -125,7 +125,8 @@ class Compiler:
                 if seq > self._position:
                     stamp = msg.metadata.timestamp
                     published = int(stamp.timestamp() * 1000) if stamp else None
-                    await self._folder.fold(seq, msg.data, published)
+                    await self._folder.fold(seq, msg.data, published,
+                                            pending=msg.metadata.num_pending)
                     self._position = seq
             lag = 0
             if msgs:

@@ -34,8 +34,10 @@ from clearance_runtime.state import StateStore
 log = logs.get(__name__)
 _decode_event = msgspec.json.Decoder(Event).decode
 _encode = msgspec.json.Encoder().encode
-#: An event older than this (ms since the stream stored it) is folded as a backlog.
+#: An event older than this (ms since the stream stored it), or with more than this many
+#: messages behind it, is folded as part of a backlog.
 BACKLOG_MS = 1000
+BACKLOG_PENDING = 32
 
 
 class Folder:
@@ -56,9 +58,11 @@ class Folder:
             self._model = await self._store.load_model()
         return census(self._model.policies.values(), self._model.access_status, now)
 
-    async def fold(self, seq: int, data: bytes, published_ms: int | None = None) -> None:
-        """Fold one message (``published_ms``: when the stream stored it). Only transient
-        store/bus failures escape (to be retried)."""
+    async def fold(self, seq: int, data: bytes, published_ms: int | None = None,
+                   pending: int = 0) -> None:
+        """Fold one message (``published_ms``: when the stream stored it; ``pending``:
+        how many messages wait behind it). Only transient store/bus failures escape (to
+        be retried)."""
         try:
             event = _decode_event(data)
             ref = ref_of(event.object)
@@ -70,10 +74,12 @@ class Folder:
             await self._store.advance(seq, published_ms=published_ms)
             return
         now = time.time()
-        # An event published long ago is part of a backlog being replayed (a rebuild, a
-        # restart): its invalidation is not narrowed, which costs a pass over the
-        # inventory per policy, and precision matters little then.
-        behind = published_ms is not None and now * 1000 - published_ms > BACKLOG_MS
+        # An event with many behind it, or published long ago, is part of a burst or a
+        # backlog being replayed (a rebuild, a restart, a GitOps sync): its invalidation
+        # is not narrowed, which costs a pass over the inventory per policy event, and
+        # throughput matters more than precision then.
+        behind = pending > BACKLOG_PENDING or (
+            published_ms is not None and now * 1000 - published_ms > BACKLOG_MS)
         folding = FoldEvent(seq, event.type, event.object, ref, now, precise=not behind)
         self._published_ms = published_ms
         try:
