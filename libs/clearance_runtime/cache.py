@@ -16,7 +16,6 @@ marker: no entry is served while the compiled state is lost or being rebuilt).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
@@ -132,7 +131,8 @@ class DecisionCache:
         self._stores: Coalescer[tuple[str, Sequence[Entry]], int] = Coalescer(
             self._store_many, chunk=STORE_CHUNK)
         self._clear = redis.register_script(INVALIDATE)
-        self._pending: list[tuple[Sequence[str], asyncio.Future[Looked]]] = []
+        # One MGET may carry every lookup of an iteration: no script holds the store.
+        self._lookups: Coalescer[Sequence[str], Looked] = Coalescer(self._mget, chunk=1 << 30)
         self.hits = 0
         self.misses = 0
 
@@ -141,42 +141,25 @@ class DecisionCache:
         return self.ttl_ms > 0
 
     async def lookup(self, cache_keys: Sequence[str]) -> Looked:
-        """The system revision, the cached blobs and where the store stood — coalesced
-        with concurrent lookups."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Looked] = loop.create_future()
-        if not self._pending:
-            loop.call_soon(self._flush)
-        self._pending.append((cache_keys, future))
-        return await future
+        """The system revision, the cached blobs and where the store stood — one MGET
+        with the lookups issued in the same event-loop iteration (:mod:`.coalesce`)."""
+        return await self._lookups.submit(cache_keys)
 
-    def _flush(self) -> None:
-        batch, self._pending = self._pending, []
-        asyncio.get_running_loop().create_task(self._mget(batch))
-
-    async def _mget(self, batch: list[tuple[Sequence[str], asyncio.Future[Looked]]]) -> None:
+    async def _mget(self, batch: Sequence[Sequence[str]]) -> list[Looked]:
         flat = [keys.INVALIDATED_REV, keys.BUILT, keys.REV]
-        for cache_keys, _ in batch:
+        for cache_keys in batch:
             flat.extend(cache_keys)
-        try:
-            values: list[Any] = await self._r.mget(flat)
-        except Exception as exc:
-            values = []
-            failure: Exception | None = exc
-        else:
-            probe = health.Probe.of(values[2], values[1], values[0])
-            failure = health.rebuilding(probe.revision, probe.built)
-        if failure is not None:
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(failure)
-            return
-        position = 3
-        for cache_keys, future in batch:
-            chunk = values[position : position + len(cache_keys)]
+        values: list[Any] = await self._r.mget(flat)
+        probe = health.Probe.of(values[2], values[1], values[0])
+        failure = health.rebuilding(probe.revision, probe.built)
+        if failure is not None:  # no entry is served while the state is not whole
+            raise failure
+        found, position = [], 3
+        for cache_keys in batch:
+            found.append(Looked(probe.revision, values[position : position + len(cache_keys)],
+                                probe))
             position += len(cache_keys)
-            if not future.done():
-                future.set_result(Looked(probe.revision, chunk, probe))
+        return found
 
     async def store(self, compiled_revision: str, entries: Sequence[Entry]) -> int:
         """Cache entries computed from the state ``compiled_revision`` (checkpoint@build);
