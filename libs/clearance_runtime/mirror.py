@@ -173,7 +173,11 @@ class StateMirror:
                 with contextlib.suppress(Exception):  # see whether it reached far enough
                     await asyncio.shield(self._refreshing)
                 continue
-            irev = await self._refresh()
+            # A catch-up of our own reads the store as it is now: at least as new as the
+            # probe. If the store was rebuilt since the probe, the mirror can never reach
+            # the probe's build, and the state the catch-up found (checked whole) is the
+            # answer: waiting for the probe's build would spin for ever.
+            return await self._refresh()
         return irev
 
     def _reaches(self, rev: str, built: bytes | None) -> bool:
@@ -209,6 +213,9 @@ class StateMirror:
                     self._apply(_s(flat[i]), _s(flat[i + 1]), flat[i + 2])
                 self.rev = _s(rev)
                 self.catch_ups += 1
+                error = health.rebuilding(int(irev), self.built)
+                if error is not None:  # caught up with a rebuild that is not done yet
+                    raise error
                 return int(irev)
         return await self._load()
 

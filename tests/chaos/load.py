@@ -4,8 +4,8 @@ the policy statuses the compiler publishes.
 - :class:`Checks` sends single checks at a steady rate (open loop: a slow or stopped
   service does not slow the load down) and records each reply with its times.
 - :class:`Checkpoints` samples ``clr:rev`` every 10 ms. The state a reply was computed
-  from cannot be newer than the checkpoint read just after it arrived, so that value is
-  the upper end of the revisions a reply may reflect.
+  from cannot be newer than the checkpoint read by a request sent just after it arrived,
+  so that value is the upper end of the revisions a reply may reflect.
 - :class:`StatusSamples` records ``clearance.v1.status`` every 50 ms (when the system
   reached a revision).
 - :class:`Statuses` counts ``clearance.status.monitoraccesspolicy.*`` messages per
@@ -146,12 +146,19 @@ class Checks(Background):
 
 
 class Checkpoints(Background):
+    """``clr:rev`` sampled every 10 ms: for each sample, when its read was *sent* and the
+    highest checkpoint seen so far. A read sent after a reply arrived returns at least the
+    checkpoint of that moment, so it bounds the states the reply can reflect; a sample
+    timed when its answer came back would not (a read in flight across the reply can
+    return an older value)."""
+
     def __init__(self, redis_url: str) -> None:
         super().__init__()
         self._redis = aioredis.from_url(redis_url, socket_timeout=0.5,
                                         socket_connect_timeout=0.5)
         self.times: list[float] = []
         self.highest: list[int] = []
+        self._floor = 0
 
     async def stop(self) -> None:
         await super().stop()
@@ -161,19 +168,28 @@ class Checkpoints(Background):
         best = 0
         while not self._stopping.is_set():
             try:
+                sent = time.monotonic()
                 raw = await self._redis.get("clr:rev")
-                best = max(best, int(raw or 0))
-                self.times.append(time.monotonic())
+                best = max(best, int(raw or 0), self._floor)
+                self.times.append(sent)
                 self.highest.append(best)
             except Exception:  # the store may be down: that is the fault
                 await asyncio.sleep(0.05)
             await asyncio.sleep(0.01)
 
+    def reached(self, checkpoint: int, since: float) -> None:
+        """The checkpoint had reached ``checkpoint`` by a moment after ``since`` (read by
+        a fault just before it wiped the store: the samples would never see the values
+        reached between their last read and the wipe)."""
+        self._floor = max(self._floor, checkpoint)
+        for i in range(bisect.bisect_left(self.times, since), len(self.highest)):
+            self.highest[i] = max(self.highest[i], checkpoint)
+
     def bound_after(self, when: float) -> int:
-        """The highest checkpoint seen by the first sample taken after ``when``."""
+        """The highest checkpoint seen by the first read sent after ``when``."""
         index = bisect.bisect_left(self.times, when)
         if index >= len(self.highest):
-            return self.highest[-1] if self.highest else 0
+            return max(self.highest[-1] if self.highest else 0, self._floor)
         return self.highest[index]
 
 

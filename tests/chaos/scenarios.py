@@ -76,6 +76,8 @@ class Run:
         self.burst_seconds = burst_seconds
         self.started = time.monotonic()
         self.healed: float | None = None
+        #: The checkpoint sampler (a fault that wipes the store reports what it wiped).
+        self.checkpoints: Checkpoints | None = None
         #: Anything the producer saw go wrong (reported with the row).
         self.notes: list[str] = []
 
@@ -158,7 +160,15 @@ def flush_valkey(at: float) -> Fault:
         await run.at(at)
         redis = aioredis.from_url(run.deployment.redis_url)
         try:
-            await redis.flushall()
+            # The checkpoint read in the same transaction as the flush: the highest it
+            # ever was before the wipe, which the sampler may not have seen.
+            since = time.monotonic()
+            async with redis.pipeline(transaction=True) as pipe:
+                pipe.get("clr:rev")
+                pipe.flushall()
+                raw, _ = await pipe.execute()
+            if run.checkpoints is not None:
+                run.checkpoints.reached(int(raw or 0), since)
         finally:
             await redis.aclose()
         run.heal()
@@ -523,6 +533,7 @@ async def run_scenario(scenario: Scenario, root: Path, *, rate: float = 500.0,
         await asyncio.sleep(0.5)
         spread = burst_seconds if scenario.burst_seconds is None else scenario.burst_seconds
         run = Run(deployment, fleet, producer, burst_seconds=spread)
+        run.checkpoints = checkpoints
         samples = StatusSamples(nc)
         samples.start()
         background.append(samples)

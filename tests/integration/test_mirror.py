@@ -9,6 +9,7 @@ own Lua script gives.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,7 +19,8 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 
-from clearance_runtime import bus, keys
+from clearance_core.errors import Unavailable
+from clearance_runtime import bus, health, keys
 from clearance_runtime.mirror import StateMirror
 from clearance_runtime.snapshot import Snapshot, SnapshotReader
 from tests.conftest import Servers
@@ -181,3 +183,35 @@ async def test_checks_follow_a_change_at_once(system: System) -> None:
         revision = await system.settle()
         reply = await system.check("alice", "east", min_revision=revision)
         assert reply["decision"] == ("deny" if round_ % 2 == 0 else "allow"), reply
+
+
+async def test_a_request_probed_before_a_rebuild_gets_the_rebuilt_state_or_unavailable(
+        system: System, clean_servers: Servers) -> None:
+    """A probe read before the store was wiped names a build the mirror will never hold
+    again: the request is answered from the rebuilt state once it is whole, and is
+    ``unavailable`` until then — never from part of it, and it never waits for ever."""
+    redis = aioredis.Redis.from_url(clean_servers.redis_url)
+    mirror = StateMirror(redis)
+    try:
+        await publish(system, cluster("east"))
+        await publish(system, policy("p", users=["alice"], default="all"))
+        await system.settle()
+        await mirror.current()
+        old = health.Probe.of(*await redis.mget([keys.REV, keys.BUILT, keys.INVALIDATED_REV]))
+        ahead = old._replace(rev=str(int(old.rev) + 1))  # one the mirror has not reached
+        # A rebuild under way (its target not reached): first a whole load, then a
+        # catch-up within that build; both must refuse.
+        await redis.set(keys.BUILT, f"{old.revision + 1000}:rebuilding")
+        for _ in range(2):
+            with pytest.raises(Unavailable):
+                await asyncio.wait_for(mirror.current(ahead), 5)
+        assert mirror.loads == 2 and mirror.catch_ups >= 1
+        # The rebuild done: answered from it.
+        await redis.set(keys.BUILT, f"{old.revision}:rebuilt")
+        revision = await asyncio.wait_for(mirror.current(ahead), 5)
+        assert revision == old.revision and mirror.built == f"{old.revision}:rebuilt".encode()
+        await agree(redis, mirror)
+    finally:
+        assert old.built is not None
+        await redis.set(keys.BUILT, old.built)
+        await redis.aclose()
