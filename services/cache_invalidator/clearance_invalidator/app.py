@@ -20,8 +20,8 @@ from nats.aio.client import Client
 
 from clearance_core.wire import SUBJECT_DECISIONS_CHANGED, ChangedPrincipals, DecisionsChanged
 from clearance_runtime import health, invalidation, keys, logs, metrics, retries
+from clearance_runtime.changes import ChangeRecord
 from clearance_runtime.invalidation import INVALIDATE, NARROWED
-from clearance_runtime.state import ChangeRecord
 
 log = logs.get(__name__)
 
