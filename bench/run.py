@@ -248,11 +248,44 @@ def report(results: dict[str, Any]) -> None:
               f"skips it)")
 
 
+async def compile_backlog() -> dict[str, Any]:
+    """The fleet published first, then the compiler and the invalidator started: events
+    per second from the compiler's first commit until the system revision reaches the
+    last event (the bench's own figure overlaps the publishing, which bounds it)."""
+    nats_srv, valkey_srv, nats_url, redis_url, env = start_servers("clearance-bench-")
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        nc = await nats.connect(nats_url)
+        js = nc.jetstream()
+        await bus.ensure_stream(js)
+        objects = [*fleet(), rbac_fleet.hub(), *rbac_fleet.objects()]
+        for n, obj in enumerate(objects):
+            await js.publish(f"clearance.events.{obj['kind'].lower()}.o{n}",
+                             msgspec.json.encode({"type": "ADDED", "object": obj}))
+        await nc.close()
+        procs += [spawn([CLEARANCE, "run", name], env)
+                  for name in ("compiler", "cache-invalidator")]
+        r = aioredis.from_url(redis_url)
+        while (first := int(await r.get("clr:rev") or 0)) == 0:  # noqa: ASYNC110
+            await asyncio.sleep(0.002)
+        t0 = time.perf_counter()
+        while int(await r.get("clr:inval:rev") or 0) < len(objects):  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+        elapsed = time.perf_counter() - t0
+        await r.aclose()
+        return {"compile_backlog_events_per_s": (len(objects) - first) / elapsed,
+                "compile_backlog_s": elapsed, "objects": len(objects)}
+    finally:
+        teardown(procs, [valkey_srv, nats_srv])
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--inflight", type=int, default=64)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--compile-only", action="store_true",
+                        help="measure how fast a fresh fleet compiles, and nothing else")
     parser.add_argument("--rbac-only", action="store_true",
                         help="measure the echo and the reviews only")
     parser.add_argument("--no-inherit", action="store_true",
@@ -260,7 +293,13 @@ async def main() -> None:
     parser.add_argument("--no-freshness", action="store_true",
                         help="skip freshness, precision and scale-out (bench/freshness.py, "
                              "about 2 min)")
+    parser.add_argument("--compile-backlog", action="store_true",
+                        help="measure how fast a fleet already on the stream compiles, "
+                             "and nothing else")
     args = parser.parse_args()
+    if args.compile_backlog:
+        print(json.dumps(await compile_backlog(), indent=2))
+        return
     nats_srv, valkey_srv, nats_url, redis_url, env = start_servers("clearance-bench-")
     procs = [spawn([CLEARANCE, "run", name], env)
              for name in ("compiler", "cache-invalidator", "decision")]
@@ -272,6 +311,7 @@ async def main() -> None:
         js = nc.jetstream()
         await bus.ensure_stream(js)
         objects = [*fleet(), rbac_fleet.hub(), *rbac_fleet.objects()]
+        published = time.perf_counter()
         for n, obj in enumerate(objects):
             await js.publish(f"clearance.events.{obj['kind'].lower()}.o{n}",
                              msgspec.json.encode({"type": "ADDED", "object": obj}))
@@ -280,7 +320,12 @@ async def main() -> None:
         while int(await r.get("clr:inval:rev") or 0) < len(objects):  # noqa: ASYNC110
             await asyncio.sleep(0.05)
         results["compile_events_per_s"] = len(objects) / (time.perf_counter() - t0)
+        results["compile_publish_s"] = t0 - published
         await r.aclose()
+        if args.compile_only:
+            await nc.close()
+            print(json.dumps(results, indent=2))
+            return
         singles = [msgspec.json.encode(check(i)) for i in range(2000)]
         echo = await measure(nc, "bench.echo", singles, args.seconds, args.inflight)
         results.update({"objects": len(objects), "inflight": args.inflight, "echo": echo})

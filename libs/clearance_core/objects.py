@@ -112,27 +112,48 @@ def prune(value: Any, where: str = "", *, as_text: bool = False) -> Any:
 
     ``as_text`` turns every other scalar into its JSON form too: for kinds whose every
     leaf is a string (Roles, bindings), that is the whole convention in one pass."""
-    return _prune(value, where or "object", 0, as_text)
+    return _prune(value, None, where or "object", 0, as_text)
 
 
-def _prune(value: Any, where: str, depth: int, as_text: bool) -> Any:
+#: Where a value sits: (its parent's path, its key or index); the root is a string. Built
+#: into text only for an error: formatting every path of every object was a measurable
+#: part of folding a backlog.
+_Path = tuple[Any, str | int] | None
+
+
+def _prune(value: Any, parent: _Path, step: str | int, depth: int, as_text: bool) -> Any:
     if depth > MAX_DEPTH:
-        raise InvalidObject(f"{where}: nested deeper than the limit of {MAX_DEPTH} levels")
+        raise InvalidObject(f"{_where(parent, step)}: nested deeper than the limit of "
+                            f"{MAX_DEPTH} levels")
+    if type(value) is str:
+        return value
     if isinstance(value, dict):
-        return {key: _prune(item, f"{where}.{key}", depth + 1, as_text)
+        path = (parent, step)
+        return {key: _prune(item, path, key, depth + 1, as_text)
                 for key, item in value.items() if item is not None}
     if isinstance(value, list):
-        return [_prune(item, f"{where}[{index}]", depth + 1, as_text)
+        path = (parent, step)
+        return [_prune(item, path, index, depth + 1, as_text)
                 for index, item in enumerate(value) if item is not None]
     if type(value) is int and not INT_MIN <= value <= INT_MAX:
         raise InvalidObject(
-            f"{where}: integer {_short(value)} is outside the 64-bit range "
+            f"{_where(parent, step)}: integer {_short(value)} is outside the 64-bit range "
             f"[{INT_MIN}, {INT_MAX}]")
     if isinstance(value, float) and not math.isfinite(value):
-        raise InvalidObject(f"{where}: {value} is not a finite number")
+        raise InvalidObject(f"{_where(parent, step)}: {value} is not a finite number")
     if as_text and not isinstance(value, str):
         return scalar_text(value)
     return value
+
+
+def _where(parent: _Path, step: str | int) -> str:
+    """The path's text, as ``spec.rules[0].selector``."""
+    steps: list[str | int] = [step]
+    while parent is not None:
+        parent, up = parent
+        steps.append(up)
+    root, *rest = reversed(steps)
+    return str(root) + "".join(f"[{s}]" if isinstance(s, int) else f".{s}" for s in rest)
 
 
 def _short(number: int) -> str:

@@ -31,7 +31,7 @@ from clearance_runtime.invalidation import INVALIDATE
 _pack = msgspec.msgpack.Encoder().encode
 
 
-def _as_str(blob: bytes) -> msgspec.Raw:
+def as_str(blob: bytes) -> msgspec.Raw:
     """The blob as a msgpack *str*: Lua's cmsgpack knows no bin type, and a Lua string
     holds any bytes."""
     size = len(blob)
@@ -172,7 +172,7 @@ class DecisionCache:
 
     async def _store_many(self, groups: Sequence[tuple[str, Sequence[Entry]]]) -> list[int]:
         packed = _pack([int(time.time() * 1000), [
-            [state, [[e.key, _as_str(e.blob), e.ttl_ms, e.indexes] for e in entries]]
+            [state, [[e.key, as_str(e.blob), e.ttl_ms, e.indexes] for e in entries]]
             for state, entries in groups]])
         try:
             return [int(n) for n in await self._put(args=[packed])]

@@ -113,6 +113,10 @@ return removed
 #: a rebuild must not announce a revision the rebuilt state has not reached.
 #: ARGV[3] (optional) > 0: the last ARGV[3] KEYS are cluster index sets ("within"), and
 #: of the other sets (users and groups) only the entries also in one of them go.
+#: ARGV[4] (optional): the revision of the record before this one in the same pipeline;
+#: the revision moves only once it got there, so a record whose call failed is never
+#: passed by the calls queued after it (they still delete: more misses, never a stale
+#: answer).
 INVALIDATE = f"""
 local n = 0
 local within = tonumber(ARGV[3] or '0')
@@ -149,7 +153,8 @@ end
 local current = tonumber(redis.call('GET', '{keys.INVALIDATED_REV}') or '0')
 local compiled = tonumber(redis.call('GET', '{keys.REV}') or '0')
 local revision = tonumber(ARGV[1])
-if revision > current and revision <= compiled then
+local after = tonumber(ARGV[4] or '0')
+if revision > current and revision <= compiled and current >= after then
   redis.call('SET', '{keys.INVALIDATED_REV}', ARGV[1])
 end
 return n

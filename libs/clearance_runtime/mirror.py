@@ -3,7 +3,7 @@
 A cache miss used to cost a Lua snapshot round trip per request, and the Redis client's
 per-command work dominated it. A :class:`StateMirror` keeps, in memory, exactly the hashes
 the snapshot script reads (compiled policies, Groups, cluster labels, effective
-AccessPolicies, declared custom types; see ``state.MIRRORED``) and derives the rest (the
+AccessPolicies, declared custom types; see ``changes.MIRRORED``) and derives the rest (the
 policy indexes, Group memberships) the way the compiler writes them. A snapshot is then
 computed here, with no round trip of its own.
 
@@ -378,7 +378,7 @@ class StateMirror:
 
 def _indexes(mirror: StateMirror, policy: CompiledPolicy | None
              ) -> list[tuple[dict[str, set[str]], Sequence[str]]]:
-    """The policy indexes a policy joins (as ``state._index_keys`` writes them)."""
+    """The policy indexes a policy joins (as ``changes._index_keys`` writes them)."""
     if policy is None:
         return []
     return [(mirror._by_user, policy.users), (mirror._by_sa, policy.service_accounts),

@@ -1,6 +1,6 @@
 """How compiled RBAC is stored, and the decision service's RBAC index kept current from it.
 
-In each RBAC event's commit the compiler (``state.Transaction.put_rbac``) writes the
+In each RBAC event's commit the compiler (``changes.Transaction.put_rbac``) writes the
 object's compiled form — the msgpack of its :mod:`clearance_core.rbac` Struct — under
 its object key in ``clr:rbac2`` (or deletes it: deleted or invalid), the revision
 ``clr:rbac:rev``, and an entry ``<rev>-0`` naming the key and the new value on the stream

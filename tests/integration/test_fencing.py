@@ -12,7 +12,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from clearance_runtime import keys
-from clearance_runtime.state import LostSync, StateStore
+from clearance_runtime.commits import LostSync
+from clearance_runtime.state import StateStore
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
 from tests.unit.policies import policy

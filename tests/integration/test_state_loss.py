@@ -17,7 +17,8 @@ import redis.asyncio as aioredis
 from clearance_invalidator.app import Invalidator
 from clearance_runtime import health, keys
 from clearance_runtime.cache import DecisionCache, Entry
-from clearance_runtime.state import ChangeRecord, StateStore
+from clearance_runtime.changes import ChangeRecord
+from clearance_runtime.state import StateStore
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
 from tests.unit.policies import policy

@@ -11,7 +11,7 @@ import redis.exceptions
 import structlog.testing
 
 from clearance_runtime import retries
-from clearance_runtime.state import LostSync
+from clearance_runtime.commits import LostSync
 
 QUICK = retries.Backoff(first=0.01, most=0.04)
 

@@ -4,8 +4,9 @@ The compiler appends one record per event to the Redis stream ``clr:changes`` (i
 ``<revision>-0``) in the same transaction as the state change, so no change can be
 compiled without its record. This loop reads the records after ``clr:inval:rev``, deletes
 the entries indexed under the record's users, groups and clusters (one Lua script per
-record, which also advances ``clr:inval:rev``: the system revision), publishes
-``clearance.decisions.changed`` and trims what it has applied. It keeps no state of its
+record, which also advances ``clr:inval:rev``: the system revision; the scripts of all
+the records read at once go in one pipeline, one round trip), publishes
+``clearance.decisions.changed`` per record and trims what it has applied. It keeps no state of its
 own, so a restart, or a flushed Redis, simply resumes from what Redis says.
 """
 
@@ -17,11 +18,12 @@ from typing import Any
 import msgspec
 import redis.asyncio as aioredis
 from nats.aio.client import Client
+from redis.asyncio.client import Pipeline
 
 from clearance_core.wire import SUBJECT_DECISIONS_CHANGED, ChangedPrincipals, DecisionsChanged
 from clearance_runtime import health, invalidation, keys, logs, metrics, retries
+from clearance_runtime.changes import ChangeRecord
 from clearance_runtime.invalidation import INVALIDATE, NARROWED
-from clearance_runtime.state import ChangeRecord
 
 log = logs.get(__name__)
 
@@ -59,6 +61,8 @@ def index_keys(record: ChangeRecord) -> tuple[list[str], list[str]]:
     return [*subjects, *clusters], []
 
 
+#: Change records read (and applied in one round trip) at most at a time.
+READ = 512
 #: Seconds between sweeps of dangling cache index members.
 SWEEP_EVERY = 60.0
 #: The ``consumer`` label of this service's lag: the change log it follows.
@@ -91,33 +95,59 @@ class Invalidator:
     async def _step(self) -> None:
         self._revision = await health.revision(self._r)
         response: Any = await self._r.xread(
-            {keys.CHANGES: f"{self._revision}-0"}, count=256, block=1000
+            {keys.CHANGES: f"{self._revision}-0"}, count=READ, block=1000
         )
         for _stream, entries in response or ():
-            for _entry_id, fields in entries:
-                await self._apply(_record(fields[b"r"]))
-            # Applied records are not needed again: ids are "<revision>-0".
-            await self._trim()
+            await self._apply([_record(fields[b"r"]) for _entry_id, fields in entries])
         # Behind by what the compiler has folded and this loop has not yet applied.
         compiled = int(await self._r.get(keys.REV) or 0)
         lag = max(compiled - self._revision, 0)
         await health.beat(self._r, "cache-invalidator", self._revision, lag=lag,
                           consumer=CHANGE_LOG)
 
-    async def _apply(self, record: ChangeRecord) -> None:
+    async def _apply(self, records: list[ChangeRecord]) -> None:
+        """Apply the records of one read in one round trip: their scripts, in order, in
+        one pipeline (each still advances the system revision after its own deletions,
+        so a decision never sees a revision before its entries are gone), then the trim
+        of what they applied; then announce each, in order."""
+        async with self._r.pipeline(transaction=False) as pipe:
+            calls, after = [], 0
+            for record in records:
+                calls.append(await self._queue(pipe, record, after))
+                after = record.revision
+            # Applied records are not needed again: ids are "<revision>-0".
+            await self._trim(client=pipe)
+            replies = await pipe.execute()
+        done = 0
+        for record, count in zip(records, calls, strict=True):
+            removed = sum(int(n) for n in replies[done:done + count])
+            done += count
+            self._revision = record.revision
+            await self._report(record, removed)
+
+    async def _queue(self, pipe: Pipeline, record: ChangeRecord, after: int) -> int:
+        """Queue the record's script calls on ``pipe``; returns how many. The revision
+        moves to the record's only from ``after`` (the record queued before it) or
+        later: if that one's call fails, the revision stays before it (and the loop,
+        restarted by the retry policy, reads it again)."""
         whole, narrowed = index_keys(record)
-        removed = 0
         narrow = record.invalidate.narrow
-        # Neither narrowed call moves the revision: the call below does, once both ran.
+        calls = 1
+        # Neither narrowed call moves the revision: the call after them does.
         if narrowed and narrow is not None and not record.invalidate.within:
-            removed += int(await self._narrowed(
-                keys=narrowed, args=[invalidation.narrow_arg(narrow)]))
+            await self._narrowed(keys=narrowed, args=[invalidation.narrow_arg(narrow)],
+                                 client=pipe)
+            calls += 1
         elif narrowed:
             within = len(record.invalidate.within)
-            removed += int(await self._invalidate(keys=narrowed, args=[0, "0", within]))
-        removed += int(await self._invalidate(
-            keys=whole, args=[record.revision, "1" if record.invalidate.all else "0"]))
-        self._revision = record.revision
+            await self._invalidate(keys=narrowed, args=[0, "0", within], client=pipe)
+            calls += 1
+        await self._invalidate(
+            keys=whole, args=[record.revision, "1" if record.invalidate.all else "0", 0, after],
+            client=pipe)
+        return calls
+
+    async def _report(self, record: ChangeRecord, removed: int) -> None:
         kind = record.kind or "unknown"
         metrics.INVALIDATIONS.labels(kind=kind).inc(removed)
         if record.published_ms is not None:

@@ -32,7 +32,9 @@ from clearance_runtime.state import StateStore
 
 log = logs.get(__name__)
 DURABLE = "clearance-compiler"
-BATCH = 256
+#: Messages fetched, folded and committed together (at most; a fetch returns what is
+#: pending). A batch also ends at ``folder.BATCH_BYTES``.
+BATCH = 512
 #: Seconds between censuses of policy states (a MonitorAccessPolicy expires with no event).
 CENSUS_EVERY = 2.0
 
@@ -66,6 +68,7 @@ class Compiler:
         self._position = checkpoint
         self._store.expect(checkpoint)
         self._folder.reset()
+        self._folder.committed = None
         log.info("compiler_starting", checkpoint=checkpoint)
         sub = await self._subscribe(checkpoint)
         try:
@@ -120,6 +123,8 @@ class Compiler:
             if not await self._in_sync():
                 log.warning("compiled_state_lost", position=self._position)
                 return
+            # The whole fetch is one batch: folded in memory in order, committed in one
+            # fenced script call with the checkpoint at its last event, then acknowledged.
             for msg in msgs:
                 seq = msg.metadata.sequence.stream
                 if seq > self._position:
@@ -127,7 +132,8 @@ class Compiler:
                     published = int(stamp.timestamp() * 1000) if stamp else None
                     await self._folder.fold(seq, msg.data, published,
                                             pending=msg.metadata.num_pending)
-                    self._position = seq
+            await self._folder.commit()
+            self._position = self._folder.committed or self._position
             lag = 0
             if msgs:
                 await msgs[-1].ack()  # AckPolicy.ALL: acknowledges the whole batch

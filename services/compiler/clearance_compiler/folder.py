@@ -1,20 +1,26 @@
-"""Fold one stream message into Redis: decode, dispatch by kind, commit, report.
+"""Fold stream messages into Redis: decode, dispatch by kind, batch, commit, report.
 
 The kind's fold (``clearance_core.registry``) does the work, pure, on the in-memory
-model of the compiled state; this room only moves bytes: it decodes the event, opens the
-store's fenced transaction, commits, and publishes the statuses the fold produced. The
-message's stream sequence is its revision. Malformed messages and kinds no fold compiles
-still advance the revision (with an empty change record), so ``clearance.v1.status``
-keeps moving and a bad message never blocks the pipeline.
+model of the compiled state; this room only moves bytes: it decodes each event, folds it
+into the current batch (``clearance_runtime.commits``), commits the batch in one fenced
+script call, and then publishes the statuses its folds produced. The message's stream
+sequence is its revision. Malformed messages and kinds no fold compiles still advance
+the revision (with an empty change record), so ``clearance.v1.status`` keeps moving and
+a bad message never blocks the pipeline.
 
 Anything other than a store/bus outage raised while folding or committing one object is
 that object's failure (CONTRACT section 1): it is withdrawn, its status says why, it is
-counted, and the checkpoint moves past it so a restart never replays into it.
+counted, and the checkpoint moves past it so a restart never replays into it. Such a
+failure is committed on its own: the events batched before it are committed first (the
+model is then reloaded, since the failed fold may have left half of its change in it),
+and a batch the store refuses as a whole is folded again one event per commit, so the
+failure lands on the object that caused it.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import msgspec
 from nats.aio.client import Client
@@ -28,6 +34,7 @@ from clearance_core.model import Model
 from clearance_core.registry import REGISTRY
 from clearance_core.wire import Event, PolicyStatus
 from clearance_runtime import logs, metrics
+from clearance_runtime.commits import Batch
 from clearance_runtime.outages import is_transient
 from clearance_runtime.state import StateStore
 
@@ -38,6 +45,27 @@ _encode = msgspec.json.Encoder().encode
 #: messages behind it, is folded as part of a backlog.
 BACKLOG_MS = 1000
 BACKLOG_PENDING = 32
+#: A batch is committed once its messages add up to this many bytes, whatever their
+#: number: the script's single argument must stay well below Redis's bulk limit, and a
+#: huge commit would stall every other client of the store while it runs.
+BATCH_BYTES = 4 << 20
+
+
+@dataclass(frozen=True)
+class _Message:
+    seq: int
+    data: bytes
+    published_ms: int | None
+    pending: int
+
+
+@dataclass(frozen=True)
+class _Folded:
+    """What to report of one batched event once its batch is committed."""
+
+    kind: str
+    outcome: str
+    statuses: list[tuple[ObjectRef, PolicyStatus]]
 
 
 class Folder:
@@ -46,10 +74,23 @@ class Folder:
         self._nc = nc
         self._model: Model | None = None
         self._published_ms: int | None = None
+        self._batch = Batch()
+        #: The batch's messages (to fold again one by one if the store refuses it) and
+        #: what to report of each once it is committed.
+        self._messages: list[_Message] = []
+        self._folded: list[_Folded] = []
+        self._bytes = 0
+        #: The sequence of the last event committed (None: none yet in this run).
+        self.committed: int | None = None
 
     def reset(self) -> None:
-        """Forget the in-memory model (reloaded from the store on the next event)."""
+        """Forget the in-memory model (reloaded from the store on the next event) and
+        any batch not committed."""
         self._model = None
+        self._batch = Batch()
+        self._messages.clear()
+        self._folded.clear()
+        self._bytes = 0
 
     async def census(self, now: float) -> Census:
         """How many policies are in each state at ``now`` (loading the model first if
@@ -61,37 +102,125 @@ class Folder:
     async def fold(self, seq: int, data: bytes, published_ms: int | None = None,
                    pending: int = 0) -> None:
         """Fold one message (``published_ms``: when the stream stored it; ``pending``:
-        how many messages wait behind it). Only transient store/bus failures escape (to
-        be retried)."""
+        how many messages wait behind it) into the batch, committed by :meth:`commit`
+        (or sooner, when the batch is full or an object fails). Only transient
+        store/bus failures escape (to be retried)."""
+        message = _Message(seq, data, published_ms, pending)
+        self._messages.append(message)
+        self._bytes += len(data)
+        await self._fold(message)
+        if self._bytes >= BATCH_BYTES:
+            await self.commit()
+
+    async def commit(self) -> None:
+        """Commit the batch (one script call), then report each of its events: metrics
+        and the statuses their folds produced, in order. A batch the store refuses for
+        any reason but an outage is folded again, one event per commit."""
+        if not self._batch:
+            return
         try:
-            event = _decode_event(data)
+            await self._store.commit(self._batch)
+        except Exception as exc:
+            messages = list(self._messages)
+            self.reset()  # the model holds the batch's events: reload what was committed
+            if is_transient(exc):
+                raise
+            log.warning("batch_refused", events=len(messages), error=str(exc)[:300])
+            for message in messages:
+                await self._fold_alone(message)
+            return
+        self.committed = self._batch.last
+        folded = list(self._folded)
+        self._batch = Batch()
+        self._messages.clear()
+        self._folded.clear()
+        self._bytes = 0
+        for item in folded:
+            await self._report(item)
+
+    async def _report(self, item: _Folded) -> None:
+        metrics.EVENTS_COMPILED.labels(kind=item.kind, outcome=item.outcome).inc()
+        for status_ref, body in item.statuses:
+            await self._publish_status(status_ref, body)
+
+    def _decode(self, message: _Message) -> FoldEvent | None:
+        """The event to fold (None: malformed, logged and counted)."""
+        try:
+            event = _decode_event(message.data)
             ref = ref_of(event.object)
         except (msgspec.DecodeError, msgspec.ValidationError, InvalidObject, RecursionError,
                 UnicodeError) as exc:
             metrics.MALFORMED.labels(where="compiler").inc()
-            metrics.EVENTS_COMPILED.labels(kind="unknown", outcome="malformed").inc()
-            log.warning("event_malformed", seq=seq, error=str(exc)[:500])
-            await self._store.advance(seq, published_ms=published_ms)
-            return
+            log.warning("event_malformed", seq=message.seq, error=str(exc)[:500])
+            return None
         now = time.time()
         # An event with many behind it, or published long ago, is part of a burst or a
         # backlog being replayed (a rebuild, a restart, a GitOps sync): its invalidation
         # is not narrowed, which costs a pass over the inventory per policy event, and
         # throughput matters more than precision then.
-        behind = pending > BACKLOG_PENDING or (
+        published_ms = message.published_ms
+        behind = message.pending > BACKLOG_PENDING or (
             published_ms is not None and now * 1000 - published_ms > BACKLOG_MS)
-        folding = FoldEvent(seq, event.type, event.object, ref, now, precise=not behind)
         self._published_ms = published_ms
+        return FoldEvent(message.seq, event.type, event.object, ref, now, precise=not behind)
+
+    async def _fold(self, message: _Message) -> None:
+        """Fold one message into the batch."""
+        folding = self._decode(message)
+        if folding is None:
+            with self._batch.event(message.seq, published_ms=message.published_ms):
+                pass  # the revision moves past it all the same
+            self._folded.append(_Folded("unknown", "malformed", []))
+            return
         try:
-            result = await self._commit(folding, normal=True)
+            result = await self._batched(folding)
         except Exception as exc:
             if is_transient(exc):
-                self.reset()  # the commit may not have happened: reload what did
+                self.reset()
                 raise
+            # Its writes are not in the batch, but the model may hold half of them: the
+            # events before it are committed first, then it is withdrawn on its own
+            # (``_object_failed`` reloads the model).
+            self._messages.pop()
+            await self.commit()
             result = await self._object_failed(folding, exc)
-        metrics.EVENTS_COMPILED.labels(kind=ref.kind, outcome=result.outcome).inc()
-        for status_ref, body in result.statuses:
-            await self._publish_status(status_ref, body)
+            self.committed = folding.seq
+            await self._report(_Folded(folding.ref.kind, result.outcome, result.statuses))
+            return
+        self._folded.append(_Folded(folding.ref.kind, result.outcome, result.statuses))
+
+    async def _batched(self, event: FoldEvent) -> FoldResult:
+        if self._model is None:
+            self._model = await self._store.load_model()
+        spec = REGISTRY[event.ref.kind]
+        with self._batch.event(event.seq, kind=event.ref.kind,
+                               published_ms=self._published_ms) as tx:
+            if spec.fold is None:
+                # Kinds carried on the stream that no fold compiles (CRDs) still
+                # advance the revision.
+                return FoldResult("ignored")
+            result = spec.fold(self._model, tx, event)
+            reach_members(self._model, tx)
+            return result
+
+    async def _fold_alone(self, message: _Message) -> None:
+        """Fold one message and commit it on its own: a store failure that is not an
+        outage is then this object's own."""
+        folding = self._decode(message)
+        if folding is None:
+            await self._store.advance(message.seq, published_ms=message.published_ms)
+            result, kind = FoldResult("malformed"), "unknown"
+        else:
+            kind = folding.ref.kind
+            try:
+                result = await self._commit(folding, normal=True)
+            except Exception as exc:
+                if is_transient(exc):
+                    self.reset()  # the commit may not have happened: reload what did
+                    raise
+                result = await self._object_failed(folding, exc)
+        self.committed = message.seq
+        await self._report(_Folded(kind, result.outcome, result.statuses))
 
     async def _commit(self, event: FoldEvent, *, normal: bool,
                       reason: str = "") -> FoldResult:

@@ -1,0 +1,233 @@
+"""The writes of one event and its change record: what a fold asks the store to do.
+
+A :class:`Transaction` records, in order, the Redis commands one event's fold implies
+(``clearance_core.model.Writes``) and whom the change concerns; :meth:`Transaction.seal`
+appends the event's change record (``clr:changes``, id ``<revision>-0``), which the
+cache-invalidator and the decision replicas' mirrors follow. Committing is
+:mod:`.commits`' concern: the sealed commands of many events go to Redis in one fenced
+script call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from clearance_core.fold import Affected
+from clearance_core.metricsource import CompiledSource
+from clearance_core.narrowing import Narrow
+from clearance_core.policy import CompiledPolicy
+from clearance_core.rbac import Binding, Role
+from clearance_runtime import keys, rbac_store
+from clearance_runtime.cache import as_str
+from clearance_runtime.inherit_store import InheritWrites
+
+_msgpack = msgspec.msgpack.Encoder()
+_json = msgspec.json.Encoder()
+
+
+class Scope(msgspec.Struct, kw_only=True):
+    users: list[str] = []
+    groups: list[str] = []
+    clusters: list[str] = []
+    all: bool = False
+    #: Not empty: only the users' and groups' entries about these clusters.
+    within: list[str] = []
+    #: Not None: only the users' and groups' entries this narrowing drops (a policy or
+    #: Group membership change: ``clearance_core.narrowing``).
+    narrow: Narrow | None = None
+
+    @classmethod
+    def of(cls, affected: Affected) -> Scope:
+        return cls(users=sorted(affected.users), groups=sorted(affected.groups),
+                   clusters=sorted(affected.clusters), all=affected.all,
+                   within=sorted(affected.within), narrow=affected.narrow)
+
+    def __bool__(self) -> bool:
+        return bool(self.users or self.groups or self.clusters or self.all)
+
+
+class ChangeRecord(msgspec.Struct, kw_only=True):
+    """What one event changed, for the invalidator (stored as stream fields): whose
+    cached decisions to delete, and whom to announce on ``clearance.decisions.changed``
+    (a RoleBinding change is announced — reviews change — but deletes no cached check)."""
+
+    revision: int
+    invalidate: Scope = msgspec.field(default_factory=Scope)
+    announce: Scope = msgspec.field(default_factory=Scope)
+    #: The event's kind ("" for a malformed one) and when it was published on the stream
+    #: (ms since the epoch), for the invalidator's metrics by kind and event-to-effect time.
+    kind: str = ""
+    published_ms: int | None = None
+
+
+#: The hashes a decision replica mirrors (:mod:`.mirror`): everything a check's snapshot
+#: reads. Policy indexes and Group memberships are derived from them by the mirror.
+MIRRORED = frozenset({keys.POLICIES, keys.GROUPS, keys.CLUSTERS, keys.EFFECTIVE,
+                      keys.SOURCES, keys.ACCESS_POLICIES})
+_EFFECTIVE_IN = keys.prefix(keys.effective_in)
+
+
+def mirrored_writes(commands: list[tuple[Any, ...]]) -> list[tuple[str, str]]:
+    """(hash, field) of every mirrored field the commands write, once each, in order: the
+    change record's ``w`` field, which a mirror re-reads to follow the change exactly."""
+    seen: dict[tuple[str, str], None] = {}
+    for command in commands:
+        if command[0] in ("HSET", "HDEL"):
+            key = command[1]
+            if key in MIRRORED or key.startswith(_EFFECTIVE_IN):
+                seen[key, command[2]] = None
+    return list(seen)
+
+
+def word(value: Any) -> Any:
+    """A command word as the commit script's ``cmsgpack`` reads it: Lua's cmsgpack knows
+    no bin type, hence a blob as a msgpack *str* (any bytes fit in a Lua string), and a
+    number as its decimal text (a Lua number prints large integers in exponent form)."""
+    if type(value) is bytes:
+        return as_str(value)
+    if type(value) is int:
+        return str(value)
+    if type(value) is float:
+        return repr(value)  # as redis-py sends one
+    return value
+
+
+class _Recorder:
+    """The write commands of one event, in order (the subset Transaction uses), their
+    words ready for the commit script (:func:`word`; keys, fields and members are
+    text)."""
+
+    def __init__(self) -> None:
+        self.commands: list[tuple[Any, ...]] = []
+
+    def set(self, key: str, value: Any) -> None:
+        self.commands.append(("SET", key, word(value)))
+
+    def hset(self, key: str, field: str, value: Any) -> None:
+        self.commands.append(("HSET", key, field, word(value)))
+
+    def hdel(self, key: str, field: str) -> None:
+        self.commands.append(("HDEL", key, field))
+
+    def sadd(self, key: str, member: str) -> None:
+        self.commands.append(("SADD", key, member))
+
+    def srem(self, key: str, member: str) -> None:
+        self.commands.append(("SREM", key, member))
+
+
+class Transaction(InheritWrites):
+    """Queues the writes of one event (implements ``clearance_core.model.Writes``)."""
+
+    _pipe: _Recorder
+
+    def __init__(self, seq: int) -> None:
+        self._pipe = _Recorder()
+        self._seq = seq
+        self.announce = Affected()
+        self.invalidate = Affected()
+
+    @property
+    def commands(self) -> list[tuple[Any, ...]]:
+        return self._pipe.commands
+
+    def seal(self, *, kind: str = "", published_ms: int | None = None) -> list[tuple[Any, ...]]:
+        """The event's commands, its change record appended (with the mirrored fields
+        they write): everything to commit for it but the checkpoint."""
+        record = ChangeRecord(revision=self._seq, invalidate=Scope.of(self.invalidate),
+                              announce=Scope.of(self.announce), kind=kind,
+                              published_ms=published_ms)
+        commands = self._pipe.commands
+        commands.append(("XADD", keys.CHANGES, f"{self._seq}-0", "r",
+                         as_str(_json.encode(record)),
+                         "w", as_str(_json.encode(mirrored_writes(commands)))))
+        return commands
+
+    def put_policy(
+        self,
+        key: str,
+        previous: CompiledPolicy | None,
+        new: CompiledPolicy | None,
+        obj: dict[str, Any] | None,
+    ) -> None:
+        old_idx, new_idx = _index_keys(previous), _index_keys(new)
+        for index_key in old_idx - new_idx:
+            self._pipe.srem(index_key, key)
+        for index_key in new_idx - old_idx:
+            self._pipe.sadd(index_key, key)
+        if new is None:
+            self._pipe.hdel(keys.POLICIES, key)
+        else:
+            self._pipe.hset(keys.POLICIES, key, _msgpack.encode(new))
+        if obj is None:
+            self._pipe.hdel(keys.POLICY_OBJECTS, key)
+        else:
+            self._pipe.hset(keys.POLICY_OBJECTS, key, _json.encode(obj))
+
+    def put_source(self, key: str, new: CompiledSource | None) -> None:
+        """One MetricSource as declared (``None``: deleted or invalid)."""
+        if new is None:
+            self._pipe.hdel(keys.SOURCE_OBJECTS, key)
+        else:
+            self._pipe.hset(keys.SOURCE_OBJECTS, key, _msgpack.encode(new))
+
+    def put_type_source(self, type_name: str, winner: CompiledSource | None) -> None:
+        """The MetricSource in force for a type (``None``: no MetricSource declares it)."""
+        if winner is None:
+            self._pipe.hdel(keys.SOURCES, type_name)
+        else:
+            self._pipe.hset(keys.SOURCES, type_name, _msgpack.encode(winner))
+
+    def put_cluster(self, name: str, labels: dict[str, str] | None) -> None:
+        if labels is None:
+            self._pipe.hdel(keys.CLUSTERS, name)
+        else:
+            self._pipe.hset(keys.CLUSTERS, name, _json.encode(labels))
+
+    def put_rbac(self, seq: int, key: str, value: Role | Binding | None) -> None:
+        """A Role, ClusterRole or binding, compiled (``None``: deleted or invalid), with
+        the RBAC revision and an entry on the RBAC change log: readers apply the entries
+        after the revision they hold (:mod:`.rbac_store`)."""
+        blob = None if value is None else rbac_store.encode(value)
+        if blob is None:
+            self._pipe.hdel(keys.RBAC, key)
+        else:
+            self._pipe.hset(keys.RBAC, key, blob)
+        self._pipe.set(keys.RBAC_REV, seq)
+        self._pipe.commands.append(tuple(map(word, rbac_store.log_entry(seq, key, blob))))
+
+    def put_cluster_set(self, name: str, *, present: bool) -> None:
+        if present:
+            self._pipe.sadd(keys.CLUSTER_SETS, name)
+        else:
+            self._pipe.srem(keys.CLUSTER_SETS, name)
+
+    def put_namespace(self, name: str, *, present: bool) -> None:
+        if present:
+            self._pipe.sadd(keys.NAMESPACES, name)
+        else:
+            self._pipe.srem(keys.NAMESPACES, name)
+
+    def put_group(self, name: str, previous: list[str] | None, users: list[str] | None) -> None:
+        old, new = set(previous or ()), set(users or ())
+        for user in old - new:
+            self._pipe.srem(keys.member_of(user), name)
+        for user in new - old:
+            self._pipe.sadd(keys.member_of(user), name)
+        if users is None:
+            self._pipe.hdel(keys.GROUPS, name)
+        else:
+            self._pipe.hset(keys.GROUPS, name, _json.encode(users))
+
+
+def _index_keys(policy: CompiledPolicy | None) -> set[str]:
+    if policy is None:
+        return set()
+    return (
+        {keys.policy_by_user(u) for u in policy.users}
+        | {keys.policy_by_sa(sa) for sa in policy.service_accounts}
+        | {keys.policy_by_group(g) for g in policy.groups}
+        | {keys.policy_by_type(t) for t in policy.custom_types}
+    )
