@@ -176,6 +176,7 @@ async def freshness(nc: Any, js: Any, r: aioredis.Redis, warm: Warm) -> dict[str
         row["effect_ms"].append(effects[-1] * 1000)
     for row in out["kinds"].values():
         row["precision"] = row["changed"] / row["removed"] if row["removed"] else None
+        row["effect_max_ms"] = max(row["effect_ms"])
         row["effect_p50_ms"] = statistics.median(row.pop("effect_ms"))
     out["stale"] = stale_total
     out["effect_p50_ms"] = pct([e * 1000 for e in effects], 50)
@@ -339,7 +340,8 @@ def report(results: dict[str, Any]) -> str:
             else f"{row['precision']:.2f}"
         lines.append(f"  {kind:14} removed {row['removed']:5}  answer changed "
                      f"{row['changed']:5}  precision {precision}  stale {row['stale']}  "
-                     f"effect p50 {row['effect_p50_ms']:.1f} ms")
+                     f"effect p50 {row['effect_p50_ms']:.1f} ms, "
+                     f"max {row['effect_max_ms']:.1f} ms")
     scale = results["scale_out"]
     lines.append("uncached checks by decision processes: " + " | ".join(
         f"N={n}: {row['rps']:.0f} req/s = {row['ratio']:.2f}x echo, "
