@@ -122,36 +122,18 @@ local n = 0
 local within = tonumber(ARGV[3] or '0')
 local subjects = #KEYS - within
 if within > 0 then
-  -- The intersection, by the cheaper way: probing each cluster entry in every subject
-  -- set costs entries x subjects server calls (a quarter of a second for 10,000 entries
-  -- and 50 groups); loading the cluster side into a Lua table and reading the subject
-  -- sets costs a table lookup per member of either side.
-  local entries, members = 0, 0
-  for w = subjects + 1, #KEYS do entries = entries + redis.call('SCARD', KEYS[w]) end
-  for i = 1, subjects do members = members + redis.call('SCARD', KEYS[i]) end
-  local function drop(k, w)
-    n = n + redis.call('DEL', k)
-    redis.call('ZREM', '{keys.CACHE_ALL}', k)
-    redis.call('SREM', w, k)
-  end
-  if entries * subjects <= members then
-    for w = subjects + 1, #KEYS do
-      for _, k in ipairs(redis.call('SMEMBERS', KEYS[w])) do
-        for i = 1, subjects do
-          if redis.call('SISMEMBER', KEYS[i], k) == 1 then drop(k, KEYS[w]) break end
-        end
-      end
-    end
-  elseif entries > 0 then
-    local inside = {{}}
-    for w = subjects + 1, #KEYS do
-      for _, k in ipairs(redis.call('SMEMBERS', KEYS[w])) do inside[k] = KEYS[w] end
-    end
-    for i = 1, subjects do
-      for _, k in ipairs(redis.call('SMEMBERS', KEYS[i])) do
-        if inside[k] then
-          drop(k, inside[k])
-          inside[k] = nil
+  -- One native intersection per (cluster, subject) pair: Valkey walks the smaller set,
+  -- so the cost is the subjects named plus their entries about these clusters, never
+  -- the cluster's other entries or the subjects' entries elsewhere. (Probing each
+  -- cluster entry in every subject set cost entries x subjects calls: a quarter of a
+  -- second for 50 entries and a change naming 500 groups and their 10,000 members.)
+  for w = subjects + 1, #KEYS do
+    if redis.call('SCARD', KEYS[w]) > 0 then
+      for i = 1, subjects do
+        for _, k in ipairs(redis.call('SINTER', KEYS[w], KEYS[i])) do
+          n = n + redis.call('DEL', k)
+          redis.call('ZREM', '{keys.CACHE_ALL}', k)
+          redis.call('SREM', KEYS[w], k)
           redis.call('SREM', KEYS[i], k)
         end
       end

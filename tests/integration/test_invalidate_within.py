@@ -1,7 +1,7 @@
 """A cluster's label change drops, of that cluster's cached answers, exactly those of the
-subjects it names — whichever way the script computes the intersection (probing the
-subject sets per cluster entry, or a table of the cluster's entries; it picks by size).
-On a real Valkey: the script is the thing under test."""
+subjects it names (and their members: an entry can sit in several subject sets), and
+keeps the index sets consistent with what is left. On a real Valkey: the script is the
+thing under test."""
 
 from __future__ import annotations
 
