@@ -21,7 +21,7 @@ from clearance_console import app as console_app
 from clearance_decision.app import DecisionService
 from clearance_gateway.app import Gateway
 from clearance_invalidator.app import Invalidator
-from clearance_runtime import bus, logs, metrics, probes, retries
+from clearance_runtime import bus, logs, metrics, packing, probes, retries
 from clearance_runtime.lease import Lease
 from clearance_runtime.settings import Settings
 from clearance_watcher.app import Watcher
@@ -103,6 +103,7 @@ async def _run_once(name: str, settings: Settings) -> None:
     # (its condition and timeout per command, measured with the bench), so: a larger pool.
     redis = aioredis.from_url(settings.redis_url, max_connections=REDIS_CONNECTIONS,
                               health_check_interval=10)
+    packing.use_hiredis_packing(redis)  # C packing: big invalidations and batch commits
     runner: Callable[[], Awaitable[None]]
     if name == "gateway":  # asks over NATS only; its Redis client is never connected
         runner = Gateway(nc, settings).run

@@ -1,0 +1,46 @@
+"""Commands packed by hiredis (C) instead of redis-py's Python packer.
+
+redis.asyncio packs every argument in Python: a cache invalidation naming 10,500 index
+sets (a cluster label change reaching 500 Groups and their members) spent 10 ms packing
+one script call, about as long as Valkey took to run it; hiredis packs the same command
+in 1.5 ms. hiredis is already a dependency (redis-py's reply parser).
+
+hiredis takes str, bytes, int and float, encoding str as UTF-8 like redis-py's encoder
+and failing the same way on unencodable text; anything else it refuses (a bool, None)
+goes to redis-py's packer, which raises its own DataError as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import hiredis
+import redis.asyncio as aioredis
+from redis.asyncio.connection import AbstractConnection
+
+
+class _HiredisPacking(AbstractConnection):
+    def pack_command(self, *args: Any) -> list[bytes]:
+        head = args[0]
+        # Like redis-py: a command name such as "CONFIG GET" travels as two arguments.
+        if (isinstance(head, str) and " " in head) or (isinstance(head, bytes) and b" " in head):
+            args = (*head.split(), *args[1:])
+        try:
+            return [hiredis.pack_command(args)]
+        except TypeError:
+            return super().pack_command(*args)
+
+
+_classes: dict[type[Any], type[Any]] = {}
+
+
+def use_hiredis_packing(client: aioredis.Redis) -> aioredis.Redis:
+    """Make ``client``'s new connections pack commands with hiredis (TCP, TLS or Unix
+    socket alike: the pool's own connection class gains the packer). Returns it."""
+    pool = client.connection_pool
+    base = pool.connection_class
+    if not issubclass(base, _HiredisPacking):
+        if base not in _classes:
+            _classes[base] = type(f"Hiredis{base.__name__}", (_HiredisPacking, base), {})
+        pool.connection_class = _classes[base]
+    return client
