@@ -251,6 +251,23 @@ async def scale_out(nc: Any, env: dict[str, str], echo_rps: float, seconds: floa
     return out
 
 
+async def quiet(nc: Any, *, gap: float = 0.3, limit: float = 60.0) -> None:
+    """Until no policy status has been published for ``gap`` seconds: the compiler
+    commits a batch before it publishes the batch's statuses, so the revision moves while
+    it still works (10,000 statuses are seconds of a shared core)."""
+    last = time.monotonic()
+
+    async def seen(_msg: Any) -> None:
+        nonlocal last
+        last = time.monotonic()
+
+    sub = await nc.subscribe("clearance.status.>", cb=seen)
+    deadline = time.monotonic() + limit
+    while time.monotonic() - last < gap and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    await sub.unsubscribe()
+
+
 async def policy_scaling(nc: Any, js: Any, r: aioredis.Redis) -> dict[str, Any]:
     """Uncached p50 (one at a time) of a principal in 20 Groups at 100 and at 10,000
     policies in the fleet (its own candidates the same: the others name other Groups)."""
@@ -266,6 +283,7 @@ async def policy_scaling(nc: Any, js: Any, r: aioredis.Redis) -> dict[str, Any]:
             seq = await publish(js, policy(p, namespace="scale",
                                            groups=[groups[p % 20] if p < 100 else f"o{p}"]))
         await settled(r, seq)
+        await quiet(nc)
         await load(nc, "clearance.v1.check", bodies[offset:offset + 200], seconds=0.3,
                    inflight=1)
         offset += 1000
