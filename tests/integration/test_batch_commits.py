@@ -16,6 +16,7 @@ import pytest
 import redis.asyncio as aioredis
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from redis import exceptions as redis_exceptions
 
 from clearance_compiler.app import Compiler
 from clearance_runtime import bus, keys
@@ -244,6 +245,85 @@ async def test_a_compiler_stopped_mid_batch_resumes_without_double_apply(
                 stored = await _json_field(r, keys.POLICY_OBJECTS, f"ns/{short}")
                 assert stored["spec"] == obj["spec"], name
         # A policy's status is published once per revision at most (never folded twice).
+        assert statuses and max(statuses.values()) == 1, statuses.most_common(3)
+    finally:
+        await nc.close()
+        await r.aclose()
+
+
+# -- a batch the store refuses ------------------------------------------------------------
+class Refuse:
+    """Wraps StateStore.commit: the first batch of more than one event is refused (a
+    store error that is not an outage), and so is the first commit of event ``alone``
+    on its own — an object the store cannot take even alone."""
+
+    def __init__(self, commit: Callable[[Batch], Awaitable[None]], alone: int) -> None:
+        self._commit, self._alone = commit, alone
+        self.refused: list[int] = []
+
+    async def __call__(self, batch: Batch) -> None:
+        if len(batch) > 1 and not self.refused:
+            self.refused.append(len(batch))
+            raise redis_exceptions.ResponseError("simulated: batch refused")
+        if len(batch) == 1 and batch.last == self._alone and len(self.refused) == 1:
+            self.refused.append(1)
+            raise redis_exceptions.ResponseError("simulated: object refused")
+        await self._commit(batch)
+
+
+async def test_a_refused_batch_is_folded_again_one_event_per_commit(
+        clean_servers: Servers) -> None:
+    """Every event of the refused batch is applied once, in order, with its own change
+    record; the one object the store refuses alone is withdrawn, and its status says why;
+    the compiler goes on to the end of the stream."""
+    events = _events(60)
+    # The last version of policy p1 (seq = index + 1) is the object refused alone.
+    alone = max(n for n, obj in enumerate(events)
+                if obj["kind"] == "MonitorAccessPolicy" and obj["metadata"]["name"] == "p1") + 1
+    nc = await nats.connect(clean_servers.nats_url)
+    r = aioredis.from_url(clean_servers.redis_url)
+    bodies: list[dict[str, Any]] = []
+
+    async def on(msg: Msg) -> None:
+        bodies.append(msgspec.json.decode(msg.data))
+
+    try:
+        js = nc.jetstream()
+        await bus.ensure_stream(js)
+        statuses = await _statuses(nc)
+        await nc.subscribe("clearance.status.monitoraccesspolicy.ns.p1", cb=on)
+        for n, obj in enumerate(events):
+            await js.publish(f"clearance.events.{obj['kind'].lower()}.o{n}",
+                             msgspec.json.encode({"type": "ADDED", "object": obj}))
+        compiler = Compiler(nc, r)
+        refuse = Refuse(compiler._store.commit, alone)
+        compiler._store.commit = refuse  # type: ignore[method-assign]
+        running = asyncio.create_task(compiler.run())
+        try:
+            async with asyncio.timeout(30):
+                while int(await r.get(keys.REV) or 0) < len(events):  # noqa: ASYNC110
+                    await asyncio.sleep(0.02)
+        finally:
+            await stop_task(running)
+        await nc.flush()
+        assert refuse.refused[0] > 1 and refuse.refused[1:] == [1], refuse.refused
+        assert await _change_ids(r) == [f"{seq}-0".encode() for seq in range(1, 61)]
+        last: dict[str, dict[str, Any]] = {}
+        for obj in events:
+            last[f"{obj['kind']}/{obj['metadata']['name']}"] = obj
+        for name, obj in last.items():
+            kind, _, short = name.partition("/")
+            if kind == "ManagedCluster":
+                assert await _json_field(r, keys.CLUSTERS, short) == obj["metadata"]["labels"]
+            elif kind == "Group":
+                assert await _json_field(r, keys.GROUPS, short) == sorted(obj["users"])
+            elif short != "p1":
+                stored = await _json_field(r, keys.POLICY_OBJECTS, f"ns/{short}")
+                assert stored["spec"] == obj["spec"], name
+        # p1 is withdrawn: its last status is the failure, with the store's reason.
+        assert bodies and bodies[-1]["revision"] == alone, bodies[-1:]
+        assert "could not be compiled or stored" in bodies[-1]["message"], bodies[-1]
+        assert "object refused" in bodies[-1]["message"], bodies[-1]
         assert statuses and max(statuses.values()) == 1, statuses.most_common(3)
     finally:
         await nc.close()
