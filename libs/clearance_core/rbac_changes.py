@@ -27,6 +27,9 @@ class RbacModel:
         self.roles: dict[RoleKey, Role] = {}
         self.bindings: dict[str, Binding] = {}
         self._by_role: dict[RoleKey, set[str]] = defaultdict(set)
+        # The ClusterRoles with an aggregationRule (few): a ClusterRole change looks for
+        # its aggregators among these only, not among every role (quadratic in a fleet).
+        self._aggregating: dict[RoleKey, Role] = {}
 
     @classmethod
     def of(cls, stored: Mapping[str, Role | Binding]) -> RbacModel:
@@ -40,10 +43,13 @@ class RbacModel:
         return model
 
     def put_role(self, key: RoleKey, role: Role | None) -> None:
+        self._aggregating.pop(key, None)
         if role is None:
             self.roles.pop(key, None)
         else:
             self.roles[key] = role
+            if role.aggregation:
+                self._aggregating[key] = role
 
     def put_binding(self, key: str, binding: Binding | None) -> None:
         old = self.bindings.pop(key, None)
@@ -59,8 +65,8 @@ class RbacModel:
         frontier = [r for r in roles if r.kind == "ClusterRole"]
         while frontier:
             role = frontier.pop()
-            for candidate in self.roles.values():
-                if candidate.key in found or not candidate.aggregation:
+            for candidate in self._aggregating.values():
+                if candidate.key in found:
                     continue
                 if any(sel.matches(role.labels) for sel in candidate.aggregation):
                     found.add(candidate.key)
