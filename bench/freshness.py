@@ -263,7 +263,7 @@ async def quiet(nc: Any, *, gap: float = 0.3, limit: float = 60.0) -> None:
 
     sub = await nc.subscribe("clearance.status.>", cb=seen)
     deadline = time.monotonic() + limit
-    while time.monotonic() - last < gap and time.monotonic() < deadline:
+    while time.monotonic() - last < gap and time.monotonic() < deadline:  # noqa: ASYNC110
         await asyncio.sleep(0.05)
     await sub.unsubscribe()
 

@@ -68,7 +68,7 @@ class RbacModel:
             for candidate in self._aggregating.values():
                 if candidate.key in found:
                     continue
-                if any(sel.matches(role.labels) for sel in candidate.aggregation):
+                if any(sel.matches(role.labels) for sel in candidate.aggregation or ()):
                     found.add(candidate.key)
                     frontier.append(candidate)
         return found
