@@ -287,9 +287,19 @@ async def policy_scaling(nc: Any, js: Any, r: aioredis.Redis) -> dict[str, Any]:
         await load(nc, "clearance.v1.check", bodies[offset:offset + 200], seconds=0.3,
                    inflight=1)
         offset += 1000
-        _, lat = await load(nc, "clearance.v1.check", bodies[offset:], seconds=3, inflight=1)
-        offset += len(lat) + 1
-        out[str(total)] = {"p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99)}
+        # Three windows, the median's figures: the first after adding 9,900 policies
+        # still pays for the work they left behind (the mirror following 9,900 change
+        # records, collections of the objects they made) — 1.25 ms against 1.03 ms in
+        # the next two, with the 100-policy windows at 1.02-1.15 ms.
+        windows = []
+        for _ in range(3):
+            _, lat = await load(nc, "clearance.v1.check", bodies[offset:], seconds=1.5,
+                                inflight=1)
+            offset += len(lat) + 1
+            windows.append((pct(lat, 50), pct(lat, 99)))
+        p50, p99 = sorted(windows)[1]
+        out[str(total)] = {"p50_ms": p50, "p99_ms": p99,
+                           "window_p50s_ms": [w[0] for w in windows]}
     out["ratio"] = out["10000"]["p50_ms"] / out["100"]["p50_ms"]
     return out
 
