@@ -159,6 +159,23 @@ def _events(n: int) -> list[dict[str, Any]]:
     return out
 
 
+async def _assert_last_versions(r: aioredis.Redis, events: list[dict[str, Any]], *,
+                                withdrawn: str = "") -> None:
+    """Each object of ``events`` stored in its last version (but policy ``withdrawn``)."""
+    last: dict[str, dict[str, Any]] = {}
+    for obj in events:
+        last[f"{obj['kind']}/{obj['metadata']['name']}"] = obj
+    for name, obj in last.items():
+        kind, _, short = name.partition("/")
+        if kind == "ManagedCluster":
+            assert await _json_field(r, keys.CLUSTERS, short) == obj["metadata"]["labels"], name
+        elif kind == "Group":
+            assert await _json_field(r, keys.GROUPS, short) == sorted(obj["users"]), name
+        elif short != withdrawn:
+            stored = await _json_field(r, keys.POLICY_OBJECTS, f"ns/{short}")
+            assert stored["spec"] == obj["spec"], name
+
+
 class Stall:
     """Wraps StateStore.commit: the ``nth`` call hangs for ever, ``before`` or after
     reaching Redis (a compiler frozen, then killed, at that point of a batch)."""
@@ -229,21 +246,7 @@ async def test_a_compiler_stopped_mid_batch_resumes_without_double_apply(
         # Every event once: one change record per revision, nothing after the last.
         ids = await _change_ids(r)
         assert ids == [f"{seq}-0".encode() for seq in range(1, len(events) + 1)]
-        # Each object in its last version.
-        last: dict[str, dict[str, Any]] = {}
-        for obj in events:
-            last[f"{obj['kind']}/{obj['metadata']['name']}"] = obj
-        for name, obj in last.items():
-            kind, _, short = name.partition("/")
-            if kind == "ManagedCluster":
-                labels = await _json_field(r, keys.CLUSTERS, short)
-                assert labels == obj["metadata"]["labels"], name
-            elif kind == "Group":
-                users = await _json_field(r, keys.GROUPS, short)
-                assert users == sorted(obj["users"]), name
-            else:
-                stored = await _json_field(r, keys.POLICY_OBJECTS, f"ns/{short}")
-                assert stored["spec"] == obj["spec"], name
+        await _assert_last_versions(r, events)
         # A policy's status is published once per revision at most (never folded twice).
         assert statuses and max(statuses.values()) == 1, statuses.most_common(3)
     finally:
@@ -308,18 +311,7 @@ async def test_a_refused_batch_is_folded_again_one_event_per_commit(
         await nc.flush()
         assert refuse.refused[0] > 1 and refuse.refused[1:] == [1], refuse.refused
         assert await _change_ids(r) == [f"{seq}-0".encode() for seq in range(1, 61)]
-        last: dict[str, dict[str, Any]] = {}
-        for obj in events:
-            last[f"{obj['kind']}/{obj['metadata']['name']}"] = obj
-        for name, obj in last.items():
-            kind, _, short = name.partition("/")
-            if kind == "ManagedCluster":
-                assert await _json_field(r, keys.CLUSTERS, short) == obj["metadata"]["labels"]
-            elif kind == "Group":
-                assert await _json_field(r, keys.GROUPS, short) == sorted(obj["users"])
-            elif short != "p1":
-                stored = await _json_field(r, keys.POLICY_OBJECTS, f"ns/{short}")
-                assert stored["spec"] == obj["spec"], name
+        await _assert_last_versions(r, events, withdrawn="p1")
         # p1 is withdrawn: its last status is the failure, with the store's reason.
         assert bodies and bodies[-1]["revision"] == alone, bodies[-1:]
         assert "could not be compiled or stored" in bodies[-1]["message"], bodies[-1]

@@ -56,6 +56,21 @@ async def publish(system: System, obj: dict[str, Any], *, deleted: bool = False)
                                         msgspec.json.encode(body))
 
 
+@pytest.fixture
+async def alice_on_east(system: System, clean_servers: Servers
+                        ) -> AsyncIterator[tuple[aioredis.Redis, StateMirror]]:
+    """A store holding cluster ``east`` and a policy giving alice all clusters, and a
+    mirror of it (not yet loaded), with its client."""
+    redis = aioredis.Redis.from_url(clean_servers.redis_url)
+    try:
+        await publish(system, cluster("east"))
+        await publish(system, policy("p", users=["alice"], default="all"))
+        await system.settle()
+        yield redis, StateMirror(redis)
+    finally:
+        await redis.aclose()
+
+
 def random_object(rng: random.Random) -> dict[str, Any]:
     pick = rng.randrange(6)
     users, groups = rng.sample(USERS, rng.randint(0, 2)), rng.sample(GROUPS, rng.randint(0, 2))
@@ -143,32 +158,25 @@ async def test_a_mirror_following_the_records_reads_what_the_store_holds(
         await redis.aclose()
 
 
-async def test_a_mirror_reloads_when_it_cannot_follow(system: System,
-                                                      clean_servers: Servers) -> None:
-    redis = aioredis.Redis.from_url(clean_servers.redis_url)
-    mirror = StateMirror(redis)
-    try:
-        await publish(system, cluster("east"))
-        await publish(system, policy("p", users=["alice"], default="all"))
-        await system.settle()
-        await agree(redis, mirror)
-        assert mirror.loads == 1
-        # Records trimmed past the mirror's checkpoint: it cannot know what changed.
-        await publish(system, group("sre", "alice"))
-        await system.settle()
-        await redis.xtrim(keys.CHANGES, minid=f"{int(await redis.get(keys.REV) or 0) + 1}-0")
-        await publish(system, policy("q", groups=["sre"], default="all"))
-        await system.settle()
-        await agree(redis, mirror)
-        assert mirror.loads == 2
-        # A record that does not list its writes (written by an older compiler).
-        revision = int(await redis.get(keys.REV) or 0) + 1
-        await redis.xadd(keys.CHANGES, {"r": b"{}"}, id=f"{revision}-0")
-        await redis.set(keys.REV, revision)
-        await agree(redis, mirror)
-        assert mirror.loads == 3
-    finally:
-        await redis.aclose()
+async def test_a_mirror_reloads_when_it_cannot_follow(
+        system: System, alice_on_east: tuple[aioredis.Redis, StateMirror]) -> None:
+    redis, mirror = alice_on_east
+    await agree(redis, mirror)
+    assert mirror.loads == 1
+    # Records trimmed past the mirror's checkpoint: it cannot know what changed.
+    await publish(system, group("sre", "alice"))
+    await system.settle()
+    await redis.xtrim(keys.CHANGES, minid=f"{int(await redis.get(keys.REV) or 0) + 1}-0")
+    await publish(system, policy("q", groups=["sre"], default="all"))
+    await system.settle()
+    await agree(redis, mirror)
+    assert mirror.loads == 2
+    # A record that does not list its writes (written by an older compiler).
+    revision = int(await redis.get(keys.REV) or 0) + 1
+    await redis.xadd(keys.CHANGES, {"r": b"{}"}, id=f"{revision}-0")
+    await redis.set(keys.REV, revision)
+    await agree(redis, mirror)
+    assert mirror.loads == 3
 
 
 async def test_checks_follow_a_change_at_once(system: System) -> None:
@@ -186,19 +194,15 @@ async def test_checks_follow_a_change_at_once(system: System) -> None:
 
 
 async def test_a_request_probed_before_a_rebuild_gets_the_rebuilt_state_or_unavailable(
-        system: System, clean_servers: Servers) -> None:
+        alice_on_east: tuple[aioredis.Redis, StateMirror]) -> None:
     """A probe read before the store was wiped names a build the mirror will never hold
     again: the request is answered from the rebuilt state once it is whole, and is
     ``unavailable`` until then — never from part of it, and it never waits for ever."""
-    redis = aioredis.Redis.from_url(clean_servers.redis_url)
-    mirror = StateMirror(redis)
+    redis, mirror = alice_on_east
+    await mirror.current()
+    old = health.Probe.of(*await redis.mget([keys.REV, keys.BUILT, keys.INVALIDATED_REV]))
+    ahead = old._replace(rev=str(int(old.rev) + 1))  # one the mirror has not reached
     try:
-        await publish(system, cluster("east"))
-        await publish(system, policy("p", users=["alice"], default="all"))
-        await system.settle()
-        await mirror.current()
-        old = health.Probe.of(*await redis.mget([keys.REV, keys.BUILT, keys.INVALIDATED_REV]))
-        ahead = old._replace(rev=str(int(old.rev) + 1))  # one the mirror has not reached
         # A rebuild under way (its target not reached): first a whole load, then a
         # catch-up within that build; both must refuse.
         await redis.set(keys.BUILT, f"{old.revision + 1000}:rebuilding")
@@ -214,4 +218,3 @@ async def test_a_request_probed_before_a_rebuild_gets_the_rebuilt_state_or_unava
     finally:
         assert old.built is not None
         await redis.set(keys.BUILT, old.built)
-        await redis.aclose()
