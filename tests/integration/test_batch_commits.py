@@ -176,6 +176,18 @@ async def _assert_last_versions(r: aioredis.Redis, events: list[dict[str, Any]],
             assert stored["spec"] == obj["spec"], name
 
 
+async def _compile_until(compiler: Compiler, r: aioredis.Redis, revision: int) -> None:
+    """Run ``compiler`` until the store's checkpoint reaches ``revision`` (30 s at most),
+    then stop it."""
+    running = asyncio.create_task(compiler.run())
+    try:
+        async with asyncio.timeout(30):
+            while int(await r.get(keys.REV) or 0) < revision:  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+    finally:
+        await stop_task(running)
+
+
 class Stall:
     """Wraps StateStore.commit: the ``nth`` call hangs for ever, ``before`` or after
     reaching Redis (a compiler frozen, then killed, at that point of a batch)."""
@@ -235,13 +247,7 @@ async def test_a_compiler_stopped_mid_batch_resumes_without_double_apply(
         # Before its commit, none of the batch is there; after it, all of it.
         assert checkpoint == (sum(stall.sizes[:-1]) if before else sum(stall.sizes)), stall.sizes
 
-        second = asyncio.create_task(Compiler(nc, r).run())
-        try:
-            async with asyncio.timeout(30):
-                while int(await r.get(keys.REV) or 0) < len(events):  # noqa: ASYNC110
-                    await asyncio.sleep(0.02)
-        finally:
-            await stop_task(second)
+        await _compile_until(Compiler(nc, r), r, len(events))
         await nc.flush()
         # Every event once: one change record per revision, nothing after the last.
         ids = await _change_ids(r)
@@ -301,13 +307,7 @@ async def test_a_refused_batch_is_folded_again_one_event_per_commit(
         compiler = Compiler(nc, r)
         refuse = Refuse(compiler._store.commit, alone)
         compiler._store.commit = refuse  # type: ignore[method-assign]
-        running = asyncio.create_task(compiler.run())
-        try:
-            async with asyncio.timeout(30):
-                while int(await r.get(keys.REV) or 0) < len(events):  # noqa: ASYNC110
-                    await asyncio.sleep(0.02)
-        finally:
-            await stop_task(running)
+        await _compile_until(compiler, r, len(events))
         await nc.flush()
         assert refuse.refused[0] > 1 and refuse.refused[1:] == [1], refuse.refused
         assert await _change_ids(r) == [f"{seq}-0".encode() for seq in range(1, 61)]
