@@ -16,11 +16,13 @@ ahead of the system revision (``health.rebuilding``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 
 import redis.asyncio as aioredis
 from nats.aio.client import Client
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
@@ -112,35 +114,42 @@ class Compiler:
         return built and (checkpoint or 0) == self._position
 
     async def _consume(self, sub: JetStreamContext.PullSubscription) -> None:
-        while True:
-            try:
-                msgs = await sub.fetch(BATCH, timeout=1.0)
-            except TimeoutError:
-                # nats-py raises its own TimeoutError, and a bare asyncio one when the
-                # deadline runs out between its two pull requests (a loaded machine):
-                # either way nothing arrived, which is no reason to rebuild the consumer.
-                msgs = []
-            if not await self._in_sync():
-                log.warning("compiled_state_lost", position=self._position)
-                return
-            # The whole fetch is one batch: folded in memory in order, committed in one
-            # fenced script call with the checkpoint at its last event, then acknowledged.
-            for msg in msgs:
-                seq = msg.metadata.sequence.stream
-                if seq > self._position:
-                    stamp = msg.metadata.timestamp
-                    published = int(stamp.timestamp() * 1000) if stamp else None
-                    await self._folder.fold(seq, msg.data, published,
-                                            pending=msg.metadata.num_pending)
-            await self._folder.commit()
-            self._position = self._folder.committed or self._position
-            lag = 0
-            if msgs:
-                await msgs[-1].ack()  # AckPolicy.ALL: acknowledges the whole batch
-                lag = msgs[-1].metadata.num_pending
-            await health.beat(self._r, "compiler", self._position, lag=lag, consumer=DURABLE)
-            if time.monotonic() >= self._next_census:
-                await self._report_census()
+        # The next batch is asked for as soon as one arrives, so the bus and the server
+        # deliver it while this one is folded and committed (the two cores overlap; the
+        # loop did nothing else while it waited for each fetch). One fetch is outstanding
+        # at a time: a pull subscription's fetches share one inbox.
+        ahead = asyncio.ensure_future(_fetch(sub))
+        try:
+            while True:
+                msgs = await ahead
+                ahead = asyncio.ensure_future(_fetch(sub))
+                if not await self._fold_batch(msgs):
+                    return
+        finally:
+            ahead.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await ahead
+
+    async def _fold_batch(self, msgs: list[Msg]) -> bool:
+        """Fold and commit one fetched batch; False if the store lost this loop's state."""
+        if not await self._in_sync():
+            log.warning("compiled_state_lost", position=self._position)
+            return False
+        # The whole fetch is one batch: folded in memory in order, committed in one
+        # fenced script call with the checkpoint at its last event, then acknowledged.
+        lag = 0
+        for msg in msgs:
+            seq, published, lag = bus.position(msg)
+            if seq > self._position:
+                await self._folder.fold(seq, msg.data, published, pending=lag)
+        await self._folder.commit()
+        self._position = self._folder.committed or self._position
+        if msgs:
+            await msgs[-1].ack()  # AckPolicy.ALL: acknowledges the whole batch
+        await health.beat(self._r, "compiler", self._position, lag=lag, consumer=DURABLE)
+        if time.monotonic() >= self._next_census:
+            await self._report_census()
+        return True
 
     async def _report_census(self) -> None:
         """Policies by state, for ``/metrics`` and for ``clearance.v1.status`` (which the
@@ -149,3 +158,14 @@ class Compiler:
         found = await self._folder.census(time.time())
         metrics.set_policies(found)
         await health.publish_census(self._r, found)
+
+
+async def _fetch(sub: JetStreamContext.PullSubscription) -> list[Msg]:
+    """The next batch: what is pending, up to :data:`BATCH`, waiting at most a second."""
+    try:
+        return await sub.fetch(BATCH, timeout=1.0)
+    except TimeoutError:
+        # nats-py raises its own TimeoutError, and a bare asyncio one when the deadline
+        # runs out between its two pull requests (a loaded machine): either way nothing
+        # arrived, which is no reason to rebuild the consumer.
+        return []
