@@ -1,52 +1,46 @@
-"""The compiler's consumer loop on a loaded machine."""
+"""The compiler's consumer loop when nothing comes."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
 
 import nats
 import pytest
 import redis.asyncio as aioredis
 
 from clearance_compiler.app import Compiler
+from clearance_runtime import bus, keys
 from clearance_runtime.state import StateStore
 from tests.conftest import Servers
 
 pytestmark = pytest.mark.integration
 
 
-class SlowPull:
-    """What nats-py's fetch does when its deadline runs out between the no-wait probe and
-    the lingering pull request: a bare asyncio TimeoutError, not nats' own."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    async def fetch(self, batch: int, timeout: float) -> list[Any]:
-        self.calls += 1
-        await asyncio.sleep(0.01)
-        raise TimeoutError
-
-
-async def test_a_fetch_timing_out_between_its_pull_requests_is_an_empty_batch(
-        clean_servers: Servers) -> None:
+async def test_an_idle_stream_keeps_the_loop_consuming(clean_servers: Servers) -> None:
+    """Waits that end with nothing (the reader's one-second waits, its requests expiring)
+    are empty batches, not a reason to rebuild the consumer."""
     nc = await nats.connect(clean_servers.nats_url)
     r = aioredis.from_url(clean_servers.redis_url)
     try:
+        await bus.ensure_stream(nc.jetstream())
         await StateStore(r).wipe(0)  # a built, empty state at position 0
-        pull = SlowPull()
-        loop = asyncio.create_task(Compiler(nc, r)._consume(pull))  # type: ignore[arg-type]
-        await asyncio.sleep(0.5)
-        # Still consuming (no restart, no rebuilt consumer), and still asking.
+        compiler = Compiler(nc, r)
+        puller = await compiler._subscribe(0)
+        loop = asyncio.create_task(compiler._consume(puller))
+        await asyncio.sleep(1.2)
+        first = await r.hget(keys.service("compiler"), "heartbeat")
+        await asyncio.sleep(1.4)  # more waits, and expiries of its request
+        # Still consuming (no restart, no rebuilt consumer), and still beating.
         assert not loop.done(), loop.exception()
-        assert pull.calls >= 5
+        assert first is not None
+        assert int(await r.hget(keys.service("compiler"), "heartbeat")) > int(first)
         loop.cancel()
         # Awaited before the connections close: a loop left running into the teardown
         # can hang it on a Redis call (seen once on a loaded machine).
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(loop, 5)
+        await puller.stop()
     finally:
         await nc.close()
         await r.aclose()

@@ -16,7 +16,6 @@ ahead of the system revision (``health.rebuilding``).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 
@@ -30,6 +29,7 @@ from nats.js.errors import NotFoundError
 from clearance_compiler.folder import Folder
 from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS
 from clearance_runtime import bus, health, logs, metrics, retries
+from clearance_runtime.pull import Puller
 from clearance_runtime.state import StateStore
 
 log = logs.get(__name__)
@@ -72,13 +72,14 @@ class Compiler:
         self._folder.reset()
         self._folder.committed = None
         log.info("compiler_starting", checkpoint=checkpoint)
-        sub = await self._subscribe(checkpoint)
+        puller = await self._subscribe(checkpoint)
         try:
-            await self._consume(sub)
+            await self._consume(puller)
         finally:
-            await sub.unsubscribe()
+            await puller.stop()
 
-    async def _subscribe(self, checkpoint: int) -> JetStreamContext.PullSubscription:
+    async def _subscribe(self, checkpoint: int) -> Puller:
+        """The consumer, (re)created to deliver from ``checkpoint + 1``, and its reader."""
         with contextlib.suppress(NotFoundError):
             await self._js.delete_consumer(EVENTS_STREAM, DURABLE)
         config = ConsumerConfig(
@@ -88,10 +89,12 @@ class Compiler:
             ack_policy=AckPolicy.ALL,
             ack_wait=60.0,
             max_ack_pending=4 * BATCH,
+            filter_subject=EVENTS_SUBJECTS,
         )
-        return await self._js.pull_subscribe(
-            EVENTS_SUBJECTS, durable=DURABLE, stream=EVENTS_STREAM, config=config
-        )
+        await self._js.add_consumer(EVENTS_STREAM, config)
+        puller = Puller(self._nc, stream=EVENTS_STREAM, durable=DURABLE, batch=BATCH)
+        await puller.start()
+        return puller
 
     async def _resume_from(self) -> int:
         """The checkpoint to continue after; 0 once a store that lost its state (or never
@@ -113,22 +116,13 @@ class Compiler:
         checkpoint, built = await self._store.position()
         return built and (checkpoint or 0) == self._position
 
-    async def _consume(self, sub: JetStreamContext.PullSubscription) -> None:
-        # The next batch is asked for as soon as one arrives, so the bus and the server
-        # deliver it while this one is folded and committed (the two cores overlap; the
-        # loop did nothing else while it waited for each fetch). One fetch is outstanding
-        # at a time: a pull subscription's fetches share one inbox.
-        ahead = asyncio.ensure_future(_fetch(sub))
-        try:
-            while True:
-                msgs = await ahead
-                ahead = asyncio.ensure_future(_fetch(sub))
-                if not await self._fold_batch(msgs):
-                    return
-        finally:
-            ahead.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await ahead
+    async def _consume(self, puller: Puller) -> None:
+        # The puller keeps a request for the next batch open at the server, so the bus
+        # delivers it while this one is folded and committed.
+        while True:
+            msgs = await puller.next_batch(wait=1.0)
+            if not await self._fold_batch(msgs):
+                return
 
     async def _fold_batch(self, msgs: list[Msg]) -> bool:
         """Fold and commit one fetched batch; False if the store lost this loop's state."""
@@ -159,13 +153,3 @@ class Compiler:
         metrics.set_policies(found)
         await health.publish_census(self._r, found)
 
-
-async def _fetch(sub: JetStreamContext.PullSubscription) -> list[Msg]:
-    """The next batch: what is pending, up to :data:`BATCH`, waiting at most a second."""
-    try:
-        return await sub.fetch(BATCH, timeout=1.0)
-    except TimeoutError:
-        # nats-py raises its own TimeoutError, and a bare asyncio one when the deadline
-        # runs out between its two pull requests (a loaded machine): either way nothing
-        # arrived, which is no reason to rebuild the consumer.
-        return []

@@ -1,0 +1,122 @@
+"""A durable JetStream pull consumer read in batches, without nats-py's ``fetch``.
+
+nats-py's ``PullSubscription.fetch`` awaits each message through ``Subscription.next_msg``
+(a uuid, a task and a ``wait_for`` per message): 45 µs of CPU per message on this machine
+kind, against 7 µs for a plain subscription whose callback appends to a list. On a
+backlog that was close to half of what the compiler spent per event. :class:`Puller`
+speaks the protocol ``fetch`` speaks — a request on ``$JS.API.CONSUMER.MSG.NEXT`` whose
+reply subject is an inbox it subscribes to — and keeps one request outstanding, so the
+server delivers the next batch while the caller folds this one.
+
+Messages come in stream order (one consumer, requests served in the order asked).
+Between the caller's batches at most two batches wait here; the consumer's
+``max_ack_pending`` bounds what the server sends before an acknowledgement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import msgspec
+import nats.errors
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+#: The status a JetStream server puts in the header of a message that is not a stream
+#: message: the end of a request (404 no messages, 408 expired, 409 conflict), an idle
+#: heartbeat (100), or no JetStream to answer (503).
+_STATUS = "Status"
+_DESCRIPTION = "Description"
+#: Conflicts after which no request to this consumer can succeed: the caller rebuilds it.
+_FATAL_CONFLICTS = ("Consumer Deleted", "Consumer is push based")
+
+
+class PullFailed(nats.errors.Error):
+    """The consumer can no longer be read (deleted, or JetStream unavailable): a bus
+    outage (``outages.is_transient``), after which the caller starts over."""
+
+
+class Puller:
+    """Batches of a durable pull consumer, in order (:meth:`next_batch`)."""
+
+    def __init__(self, nc: Client, *, stream: str, durable: str, batch: int,
+                 expires: float = 1.0) -> None:
+        self._nc = nc
+        self._subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
+        self._batch = batch
+        self._expires = expires
+        self._request = msgspec.json.encode(
+            {"batch": batch, "expires": int(expires * 1_000_000_000)})
+        self._inbox = nc.new_inbox()
+        self._sub: Subscription | None = None
+        self._ready: list[Msg] = []
+        self._arrived = asyncio.Event()
+        #: Messages the outstanding request may still deliver (0: none outstanding).
+        self._owed = 0
+        self._asked_at = 0.0
+        #: The connection's reconnections when the open request was made: a server that
+        #: restarted forgot it, and sends no 408 for it.
+        self._asked_on = 0
+        self._failure: str | None = None
+
+    async def start(self) -> None:
+        self._sub = await self._nc.subscribe(self._inbox, cb=self._on_message)
+
+    async def stop(self) -> None:
+        """Stop listening. A request still open at the server delivers into the void;
+        the caller recreates the consumer before reading it again."""
+        if self._sub is not None:
+            sub, self._sub = self._sub, None
+            await sub.unsubscribe()
+
+    async def next_batch(self, wait: float) -> list[Msg]:
+        """The next messages, at most ``batch`` of them, as soon as there is one; [] if
+        none came within ``wait`` seconds. :class:`PullFailed` if the consumer is gone."""
+        deadline = time.monotonic() + wait
+        while True:
+            if self._failure is not None:
+                raise PullFailed(f"pull consumer {self._subject}: {self._failure}")
+            if self._ready:
+                batch = self._ready[: self._batch]
+                del self._ready[: self._batch]
+                await self._ask()
+                return batch
+            await self._ask()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return []
+            self._arrived.clear()
+            try:
+                await asyncio.wait_for(self._arrived.wait(), remaining)
+            except TimeoutError:
+                return []
+
+    async def _ask(self) -> None:
+        """Ask for the next batch when none is outstanding (or the open one was lost: the
+        connection was re-established since, or it is past its expiry without its 408)
+        and at most one batch waits here."""
+        now, reconnects = time.monotonic(), self._nc.stats["reconnects"]
+        if self._owed and reconnects == self._asked_on \
+                and now < self._asked_at + self._expires + 0.5:
+            return
+        if len(self._ready) >= self._batch:
+            return
+        self._owed, self._asked_at, self._asked_on = self._batch, now, reconnects
+        await self._nc.publish(self._subject, self._request, reply=self._inbox)
+
+    async def _on_message(self, msg: Msg) -> None:
+        status = msg.headers.get(_STATUS) if msg.headers else None
+        if status is None:
+            self._ready.append(msg)
+            self._owed -= 1
+        elif status == "100":  # an idle heartbeat: not asked for, nothing to do
+            return
+        else:
+            self._owed = 0  # this request is over, whatever the reason
+            description = msg.headers.get(_DESCRIPTION, "") if msg.headers else ""
+            if status == "503" or (status == "409" and description.startswith(
+                    _FATAL_CONFLICTS)):
+                self._failure = f"{status} {description}".strip()
+        self._arrived.set()

@@ -1,0 +1,153 @@
+"""The compiler's reader of the event stream (``clearance_runtime.pull.Puller``), on the real
+NATS server: every message once, in stream order, in bounded batches; an idle stream
+answers at once when an event comes; a request that expires is renewed; a deleted
+consumer is an outage the compiler restarts from."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import nats
+import pytest
+from nats.aio.client import Client
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
+
+from clearance_runtime import bus, servers
+from clearance_runtime.outages import is_transient
+from clearance_runtime.pull import Puller, PullFailed
+from tests.conftest import Servers
+
+STREAM, SUBJECTS, DURABLE = "PULL_TEST", "pulltest.>", "reader"
+
+
+@pytest.fixture
+async def nc(real_servers: Servers) -> AsyncIterator[Client]:
+    client = await nats.connect(real_servers.nats_url)
+    js = client.jetstream()
+    with contextlib.suppress(NotFoundError):
+        await js.delete_stream(STREAM)
+    await js.add_stream(name=STREAM, subjects=[SUBJECTS])
+    await js.add_consumer(STREAM, ConsumerConfig(
+        durable_name=DURABLE, deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.ALL,
+        ack_wait=60.0, max_ack_pending=2048))
+    yield client
+    await js.delete_stream(STREAM)
+    await client.close()
+
+
+async def publish(nc: Client, count: int, start: int = 0) -> None:
+    js = nc.jetstream()
+    for i in range(start, start + count):
+        await js.publish(f"pulltest.o{i % 97}", str(i).encode())
+
+
+async def read(puller: Puller, count: int, *, batch: int) -> list[int]:
+    """Stream sequences of ``count`` messages, checking each batch's size and acking it."""
+    seqs: list[int] = []
+    while len(seqs) < count:
+        msgs = await puller.next_batch(wait=5.0)
+        assert msgs, f"stalled after {len(seqs)} of {count}"
+        assert len(msgs) <= batch
+        seqs += [bus.position(m).stream_seq for m in msgs]
+        assert [int(m.data) for m in msgs] == [s - 1 for s in seqs[-len(msgs):]]
+        await msgs[-1].ack()
+    return seqs
+
+
+async def test_a_backlog_comes_once_in_stream_order_in_bounded_batches(nc: Client) -> None:
+    await publish(nc, 1300)
+    puller = Puller(nc, stream=STREAM, durable=DURABLE, batch=128)
+    await puller.start()
+    try:
+        assert await read(puller, 1300, batch=128) == list(range(1, 1301))
+        assert await puller.next_batch(wait=0.3) == []  # nothing more, nothing twice
+        await publish(nc, 200, start=1300)  # and what comes later follows on
+        assert await read(puller, 200, batch=128) == list(range(1301, 1501))
+    finally:
+        await puller.stop()
+
+
+async def test_an_idle_stream_answers_at_once_when_an_event_comes(nc: Client) -> None:
+    puller = Puller(nc, stream=STREAM, durable=DURABLE, batch=512)
+    await puller.start()
+    try:
+        started = time.monotonic()
+        assert await puller.next_batch(wait=0.3) == []
+        assert time.monotonic() - started < 2.0
+        waiting = asyncio.ensure_future(puller.next_batch(wait=10.0))
+        await asyncio.sleep(0.2)
+        published = time.monotonic()
+        await publish(nc, 1)
+        msgs = await waiting
+        assert [m.data for m in msgs] == [b"0"]
+        # The open request delivers it: no poll interval between the event and the fold.
+        assert time.monotonic() - published < 1.0
+    finally:
+        await puller.stop()
+
+
+async def test_an_expired_request_is_renewed(nc: Client) -> None:
+    puller = Puller(nc, stream=STREAM, durable=DURABLE, batch=16, expires=0.3)
+    await puller.start()
+    try:
+        for _ in range(4):  # more than one expiry, each ending the open request
+            assert await puller.next_batch(wait=0.4) == []
+        await publish(nc, 40)
+        assert await read(puller, 40, batch=16) == list(range(1, 41))
+    finally:
+        await puller.stop()
+
+
+async def test_a_deleted_consumer_is_an_outage_to_restart_from(nc: Client) -> None:
+    puller = Puller(nc, stream=STREAM, durable=DURABLE, batch=16)
+    await puller.start()
+    try:
+        assert await puller.next_batch(wait=0.2) == []  # a request is open
+        await nc.jetstream().delete_consumer(STREAM, DURABLE)
+        with pytest.raises(PullFailed) as caught:
+            for _ in range(20):
+                await puller.next_batch(wait=0.5)
+        assert is_transient(caught.value)  # the compiler's retry loop starts over
+    finally:
+        await puller.stop()
+
+
+async def test_a_restarted_server_gets_a_new_request_at_once(tmp_path: Path) -> None:
+    """A server killed with a request open forgets it and never sends its 408: the
+    reader asks again as soon as the connection is back, not after the expiry."""
+    server, url = servers.nats_server(tmp_path / "nats")
+    server.start()
+    client = await nats.connect(url, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+    try:
+        js = client.jetstream()
+        await js.add_stream(name=STREAM, subjects=[SUBJECTS])
+        await js.add_consumer(STREAM, ConsumerConfig(
+            durable_name=DURABLE, deliver_policy=DeliverPolicy.ALL,
+            ack_policy=AckPolicy.ALL, ack_wait=60.0, max_ack_pending=2048))
+        await publish(client, 10)
+        puller = Puller(client, stream=STREAM, durable=DURABLE, batch=64, expires=30.0)
+        await puller.start()
+        assert await read(puller, 10, batch=64) == list(range(1, 11))
+        assert await puller.next_batch(wait=0.2) == []  # a request is open at the server
+        server.kill()
+        server.start()
+        for attempt in range(100):  # JetStream recovers its streams after the restart
+            try:
+                await js.publish("pulltest.o10", b"10", timeout=0.5)
+                break
+            except (nats.errors.Error, TimeoutError):
+                assert attempt < 99
+                await asyncio.sleep(0.1)
+        await publish(client, 4, start=11)
+        started = time.monotonic()
+        assert await read(puller, 5, batch=64) == list(range(11, 16))
+        assert time.monotonic() - started < 5.0  # the expiry (30 s) was not waited out
+        await puller.stop()
+    finally:
+        await client.close()
+        server.stop()
