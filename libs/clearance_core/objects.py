@@ -139,6 +139,8 @@ def _prune(value: Any, parent: _Path, step: str | int, depth: int, as_text: bool
     if isinstance(value, list):
         if depth < MAX_DEPTH and all(type(item) is str for item in value):
             return list(value)
+        if depth + 1 < MAX_DEPTH and _string_maps(value):  # subjects, owner references
+            return [dict(item) for item in value]
         path = (parent, step)
         return [_prune(item, path, index, depth + 1, as_text)
                 for index, item in enumerate(value) if item is not None]
@@ -151,6 +153,17 @@ def _prune(value: Any, parent: _Path, step: str | int, depth: int, as_text: bool
     if as_text and not isinstance(value, str):
         return scalar_text(value)
     return value
+
+
+def _string_maps(items: list[Any]) -> bool:
+    """Whether every item is a map whose every value is a string."""
+    for item in items:
+        if type(item) is not dict:
+            return False
+        for value in item.values():
+            if type(value) is not str:
+                return False
+    return True
 
 
 def _where(parent: _Path, step: str | int) -> str:

@@ -125,7 +125,7 @@ class Transaction(InheritWrites):
 
     def __init__(self, seq: int) -> None:
         self._pipe = _Recorder()
-        self._seq = seq
+        self.seq = seq
         self.announce = Affected()
         self.invalidate = Affected()
 
@@ -136,11 +136,11 @@ class Transaction(InheritWrites):
     def seal(self, *, kind: str = "", published_ms: int | None = None) -> list[tuple[Any, ...]]:
         """The event's commands, its change record appended (with the mirrored fields
         they write): everything to commit for it but the checkpoint."""
-        record = ChangeRecord(revision=self._seq, invalidate=Scope.of(self.invalidate),
+        record = ChangeRecord(revision=self.seq, invalidate=Scope.of(self.invalidate),
                               announce=Scope.of(self.announce), kind=kind,
                               published_ms=published_ms)
         commands = self._pipe.commands
-        commands.append(("XADD", keys.CHANGES, f"{self._seq}-0", "r",
+        commands.append(("XADD", keys.CHANGES, f"{self.seq}-0", "r",
                          as_str(_json.encode(record)),
                          "w", as_str(_json.encode(mirrored_writes(commands)))))
         return commands

@@ -21,8 +21,6 @@ client. Their words are recorded ready for it (``changes.word``).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -71,21 +69,40 @@ class Batch:
     def __len__(self) -> int:
         return self.events
 
-    @contextlib.contextmanager
     def event(self, seq: int, *, kind: str = "",
-              published_ms: int | None = None) -> Iterator[Transaction]:
-        """One event's transaction; its writes and change record join the batch when the
-        block ends normally, and nothing of it does if the block raises."""
-        tx = Transaction(seq)
-        yield tx
+              published_ms: int | None = None) -> _EventScope:
+        """One event's transaction (``with batch.event(...) as tx``); its writes and
+        change record join the batch when the block ends normally, and nothing of it
+        does if the block raises."""
+        return _EventScope(self, Transaction(seq), kind, published_ms)
+
+    def _add(self, tx: Transaction, kind: str, published_ms: int | None) -> None:
         self._commands.extend(tx.seal(kind=kind, published_ms=published_ms))
-        self.last = seq
+        self.last = tx.seq
         self.events += 1
 
     def argument(self) -> bytes:
         """The script's command list: the events' commands, then the checkpoint."""
         assert self.last is not None
         return _pack([*self._commands, ("SET", keys.REV, str(self.last))])
+
+
+class _EventScope:
+    """The ``with`` block of one event (a plain class: ``contextlib.contextmanager``'s
+    generator cost more per event than the rest of folding a small object)."""
+
+    __slots__ = ("_batch", "_kind", "_published_ms", "_tx")
+
+    def __init__(self, batch: Batch, tx: Transaction, kind: str,
+                 published_ms: int | None) -> None:
+        self._batch, self._tx, self._kind, self._published_ms = batch, tx, kind, published_ms
+
+    def __enter__(self) -> Transaction:
+        return self._tx
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if kind is None:
+            self._batch._add(self._tx, self._kind, self._published_ms)
 
 
 class Committer:

@@ -65,14 +65,14 @@ class InheritWrites:
     """The AccessPolicy part of the store's transaction (``Writes`` in the core)."""
 
     _pipe: _Commands
-    _seq: int
+    seq: int
     _inherit_moved: bool = False
 
     def _moved(self) -> None:
         """``clr:ap:rev`` moves once per event, however many targets it rewrites."""
         if not self._inherit_moved:
             self._inherit_moved = True
-            self._pipe.set(keys.INHERIT_REV, self._seq)
+            self._pipe.set(keys.INHERIT_REV, self.seq)
 
     def put_access_policy(self, key: str, policy: CompiledAccessPolicy | None,
                           error: str | None) -> None:

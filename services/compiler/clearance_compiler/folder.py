@@ -20,6 +20,7 @@ failure lands on the object that caused it.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 import msgspec
@@ -135,13 +136,16 @@ class Folder:
         self._messages.clear()
         self._folded.clear()
         self._bytes = 0
-        for item in folded:
-            await self._report(item)
+        await self._report(*folded)
 
-    async def _report(self, item: _Folded) -> None:
-        metrics.EVENTS_COMPILED.labels(kind=item.kind, outcome=item.outcome).inc()
-        for status_ref, body in item.statuses:
-            await self._publish_status(status_ref, body)
+    async def _report(self, *items: _Folded) -> None:
+        # Counted by (kind, outcome) first: a labelled counter's lookup per event was a
+        # visible part of folding a backlog.
+        for (kind, outcome), count in Counter((i.kind, i.outcome) for i in items).items():
+            metrics.EVENTS_COMPILED.labels(kind=kind, outcome=outcome).inc(count)
+        for item in items:
+            for status_ref, body in item.statuses:
+                await self._publish_status(status_ref, body)
 
     def _decode(self, message: _Message) -> FoldEvent | None:
         """The event to fold (None: malformed, logged and counted)."""
