@@ -72,7 +72,7 @@ def test_prune_gives_what_the_plain_walk_gives(value: Any, as_text: bool) -> Non
 
 
 @pytest.mark.parametrize("depth", range(objects.MAX_DEPTH - 3, objects.MAX_DEPTH + 3))
-@pytest.mark.parametrize("leaf", [["a", "b"], {"a": "b"}, "a", ["a", None]])
+@pytest.mark.parametrize("leaf", [["a", "b"], {"a": "b"}, "a", ["a", None], [{"a": "b"}, {}]])
 def test_strings_nested_at_the_depth_limit_are_refused_exactly_where_the_walk_refuses(
         depth: int, leaf: Any) -> None:
     value = _nest(leaf, depth)
