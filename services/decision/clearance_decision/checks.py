@@ -9,6 +9,8 @@ body or asking the cache again.
 from __future__ import annotations
 
 import asyncio
+import time
+from collections import Counter
 
 import msgspec
 
@@ -85,7 +87,7 @@ class Checks:
         """
         replies: list[bytes | None] = [None] * len(bodies)
         requests: list[CheckRequest | None] = [None] * len(bodies)
-        fast: list[tuple[int, CheckRequest, str]] = []
+        fast: list[tuple[int, CheckRequest, tuple[str, str]]] = []  # (key, principal digest)
         decode, cache_key, cached = route.decode, self._decider.cache_key, self._cache.enabled
         for index, body in enumerate(bodies):
             try:
@@ -100,20 +102,23 @@ class Checks:
                         BatchItem(action=request.action, resource=request.resource))))
             except Exception:  # noqa: S112 - the slow path answers it with its own error
                 continue
-        missed: dict[int, str] = {}  # index -> the cache key it missed
+        missed: dict[int, tuple[str, str]] = {}  # index -> the key it missed, its digest
         probe = None
         if fast:
             try:
-                revision, blobs, probe = await self._cache.lookup([key for _, _, key in fast])
+                revision, blobs, probe = await self._cache.lookup(
+                    [key for _, _, (key, _) in fast])
             except STORE_OUTAGES as exc:
                 raise unavailable(exc) from None
+            now, hits = time.time(), Counter[str]()
             for (index, request, key), blob in zip(fast, blobs, strict=True):
                 reply = None if blob is None else self._from_cache(
-                    route, blob, request, bodies[index], revision)
+                    route, blob, request, bodies[index], revision, now=now, hits=hits)
                 if reply is _PAST or blob is None:  # evaluated at once
                     missed[index] = key
                 elif reply is not None:  # an unusable entry is answered (or failed) by
                     replies[index] = reply  # the slow path
+            self._decider.count_hits(hits)
         if missed:
             await self._misses(route, bodies, requests, missed, replies, probe=probe)
         slow = [i for i, reply in enumerate(replies) if reply is None]
@@ -125,7 +130,7 @@ class Checks:
         return [reply for reply in replies if reply is not None]
 
     async def _misses(self, route: Route, bodies: list[bytes],
-                      requests: list[CheckRequest | None], missed: dict[int, str],
+                      requests: list[CheckRequest | None], missed: dict[int, tuple[str, str]],
                       replies: list[bytes | None], *, probe: Probe | None) -> None:
         """The cache misses answered together (one probe, one store); any that fails is
         left to the slow path, which answers it alone with its own error."""
@@ -134,8 +139,8 @@ class Checks:
                  and (principal := request.principal) is not None]
         try:
             answers = await self._decider.misses([
-                (principal, BatchItem(action=request.action, resource=request.resource), key)
-                for _, request, principal, key in asked], probe)
+                (principal, BatchItem(action=request.action, resource=request.resource),
+                 *key) for _, request, principal, key in asked], probe)
         except Exception:  # each is then answered alone, failing with its own error
             return
         if answers is None:
@@ -150,18 +155,21 @@ class Checks:
                 log.exception("miss_unencodable")
 
     def _from_cache(self, route: Route, blob: bytes, request: CheckRequest, body: bytes,
-                    revision: int) -> bytes | None:
-        """A cache hit as the encoded reply; ``_PAST`` if a validity boundary passed
-        since it was computed; None (the slow path decides) if unusable."""
+                    revision: int, *, now: float, hits: Counter[str]) -> bytes | None:
+        """A cache hit as the encoded reply (counted in ``hits`` by decision); ``_PAST``
+        if a validity boundary passed since it was computed; None (the slow path
+        decides) if unusable."""
         try:
-            result = self._decider.cached(blob)
+            result = self._decider.cached(blob, now)
             if result is None:
                 return _PAST
             result.revision = revision
-            return route.encode(result, request, body)
+            reply = route.encode(result, request, body)
         except Exception:
             log.exception("cache_entry_unreadable")
             return None
+        hits[result.decision] += 1
+        return reply
 
     async def _one(self, route: Route, body: bytes, request: CheckRequest | None, *,
                    missed: bool) -> bytes:

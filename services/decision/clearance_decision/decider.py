@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Sequence
 
 import msgspec
@@ -56,23 +57,28 @@ class Decider:
         self._reads = reads
         self._cache = cache
 
-    def cache_key(self, principal: Principal, check: BatchItem) -> str:
-        """The cache key of one check (BadRequest for an unusable principal or resource)."""
+    def cache_key(self, principal: Principal, check: BatchItem) -> tuple[str, str]:
+        """The cache key of one check and its principal's digest (BadRequest for an
+        unusable principal or resource)."""
         check_principal(principal)
+        pkey = principal_digest(principal)
         return entry_key(decision_digest(
-            principal_digest(principal), check.action, check.resource,
-            cluster_of(check.resource)))
+            pkey, check.action, check.resource, cluster_of(check.resource))), pkey
 
-    def cached(self, blob: bytes) -> CheckResult | None:
-        """A cache hit (without explanation) as a reply, counted; None if it no longer
-        holds (not counted: the caller evaluates it as a miss)."""
-        result = unpack(blob, time.time())
-        if result is None:
-            return None
-        self._cache.hits += 1
-        metrics.BOUND.cache_hit.inc()
-        metrics.BOUND.decision("check", result.decision).inc()
-        return result
+    def cached(self, blob: bytes, now: float) -> CheckResult | None:
+        """A cache hit (without explanation) as a reply, not yet counted (:meth:`count`);
+        None if it no longer holds (the caller evaluates it as a miss)."""
+        return unpack(blob, now)
+
+    def count_hits(self, decided: Counter[str]) -> None:
+        """Count cache hits answered, by decision (once per batch: a labelled counter's
+        increment per check was a visible part of a hit)."""
+        hits = sum(decided.values())
+        if hits:
+            self._cache.hits += hits
+            metrics.BOUND.cache_hit.inc(hits)
+        for decision, count in decided.items():
+            metrics.BOUND.decision("check", decision).inc(count)
 
     async def decide(
         self, principal: Principal, checks: Sequence[BatchItem], *, explain: bool,
@@ -147,14 +153,15 @@ class Decider:
         await self._store(snapshot.compiled_revision, entries)
         return snapshot.revision
 
-    async def misses(self, asked: Sequence[tuple[Principal, BatchItem, str]],
+    async def misses(self, asked: Sequence[tuple[Principal, BatchItem, str, str]],
                      probe: Probe | None = None) -> list[CheckResult | Exception] | None:
         """Single checks that just missed the cache, answered together from the mirror:
         one probe for all, each evaluated at once, their entries stored in one call. A
         check that cannot be answered gets its exception (its own error reply); ``None``
         without a mirror (each is then answered on its own). Each comes with the cache key
-        its lookup just missed (:meth:`cache_key`); none asks for an explanation.
-        ``probe``: where the store stood at that lookup (the mirror catches up to it)."""
+        its lookup just missed and its principal's digest (:meth:`cache_key`: the
+        principal was checked then); none asks for an explanation. ``probe``: where the
+        store stood at that lookup (the mirror catches up to it)."""
         started = time.time()
         revision = await self._reads.current(probe)
         if revision is None:
@@ -162,12 +169,11 @@ class Decider:
         out: list[CheckResult | Exception] = []
         entries: list[Entry] = []
         state = ""
-        for principal, check, key in asked:
+        decided: Counter[str] = Counter()
+        for principal, check, key, pkey in asked:
             try:
-                check_principal(principal)
                 cluster = cluster_of(check.resource)
                 namespace = namespace_of(check.resource)
-                pkey = principal_digest(principal)
                 snapshot, identity = self._reads.snapshot_now(
                     principal, revision, clusters=[cluster],
                     namespaces=[] if namespace is None else [namespace])
@@ -180,10 +186,16 @@ class Decider:
                 out.append(exc)
                 continue
             result.revision = revision
-            self._cache.misses += 1
-            metrics.BOUND.cache_miss.inc()
-            metrics.BOUND.decision("check", result.decision).inc()
+            decided[result.decision] += 1
             out.append(result)
+        # Counted once per batch: a labelled counter's increment per check was a visible
+        # part of a miss.
+        answered = sum(decided.values())
+        self._cache.misses += answered
+        if answered:
+            metrics.BOUND.cache_miss.inc(answered)
+        for decision, count in decided.items():
+            metrics.BOUND.decision("check", decision).inc(count)
         await self._store(state, entries)
         return out
 
