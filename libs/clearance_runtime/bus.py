@@ -97,11 +97,13 @@ async def ensure_stream(js: JetStreamContext) -> None:
 
 class Position(NamedTuple):
     """Where a JetStream message sits, from its reply subject: its stream sequence, when
-    it was stored (milliseconds since the epoch) and how many messages follow it."""
+    it was stored (milliseconds since the epoch), how many messages follow it, and its
+    consumer's delivery sequence (one more for every delivery the consumer makes)."""
 
     stream_seq: int
     stored_ms: int
     pending: int
+    consumer_seq: int
 
 
 def position(msg: Any) -> Position:
@@ -114,9 +116,11 @@ def position(msg: Any) -> Position:
     anything else is not a JetStream message (ValueError)."""
     tokens = (msg.reply or "").split(".")
     if len(tokens) == 9 and tokens[0] == "$JS" and tokens[1] == "ACK":
-        return Position(int(tokens[5]), int(tokens[7]) // 1_000_000, int(tokens[8]))
+        return Position(int(tokens[5]), int(tokens[7]) // 1_000_000, int(tokens[8]),
+                        int(tokens[6]))
     if len(tokens) >= 12 and tokens[0] == "$JS" and tokens[1] == "ACK":
-        return Position(int(tokens[7]), int(tokens[9]) // 1_000_000, int(tokens[10]))
+        return Position(int(tokens[7]), int(tokens[9]) // 1_000_000, int(tokens[10]),
+                        int(tokens[8]))
     raise ValueError(f"not a JetStream message (reply subject {msg.reply!r})")
 
 

@@ -9,8 +9,12 @@ reply subject is an inbox it subscribes to — and keeps one request outstanding
 server delivers the next batch while the caller folds this one.
 
 Messages come in stream order (one consumer, requests served in the order asked).
-Between the caller's batches at most two batches wait here; the consumer's
-``max_ack_pending`` bounds what the server sends before an acknowledgement.
+Between the caller's batches at most two requests' worth waits here: a request asks for
+at most ``batch`` messages and ``max_bytes`` bytes (a message larger than that alone is
+then asked for on its own), so the subscription never has to drop one. Nothing may be
+skipped silently either: with ``AckPolicy.ALL`` acknowledging a later message would
+acknowledge a lost one, so a gap in the consumer's delivery sequence (a delivery lost
+with a connection, say) fails the reader, and the caller restarts from its checkpoint.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
+from clearance_runtime import bus
+
 #: The status a JetStream server puts in the header of a message that is not a stream
 #: message: the end of a request (404 no messages, 408 expired, 409 conflict), an idle
 #: heartbeat (100), or no JetStream to answer (503).
@@ -31,6 +37,11 @@ _STATUS = "Status"
 _DESCRIPTION = "Description"
 #: Conflicts after which no request to this consumer can succeed: the caller rebuilds it.
 _FATAL_CONFLICTS = ("Consumer Deleted", "Consumer is push based")
+#: The conflict that ends a request whose next message alone exceeds its ``max_bytes``.
+_TOO_LARGE = "Message Size Exceeds MaxBytes"
+#: Bytes one request may deliver (the server's max_payload, 32 MiB here, bounds a
+#: single message asked for alone).
+MAX_BYTES = 16 << 20
 
 
 class PullFailed(nats.errors.Error):
@@ -42,13 +53,19 @@ class Puller:
     """Batches of a durable pull consumer, in order (:meth:`next_batch`)."""
 
     def __init__(self, nc: Client, *, stream: str, durable: str, batch: int,
-                 expires: float = 1.0) -> None:
+                 expires: float = 1.0, max_bytes: int = MAX_BYTES) -> None:
         self._nc = nc
         self._subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
         self._batch = batch
         self._expires = expires
+        nanos = int(expires * 1_000_000_000)
         self._request = msgspec.json.encode(
-            {"batch": batch, "expires": int(expires * 1_000_000_000)})
+            {"batch": batch, "max_bytes": max_bytes, "expires": nanos})
+        self._alone = msgspec.json.encode({"batch": 1, "expires": nanos})
+        #: The next message exceeds ``max_bytes``: the next request asks for it alone.
+        self._too_large = False
+        #: The consumer sequence of the last delivery received (None: none yet).
+        self._delivered: int | None = None
         self._inbox = nc.new_inbox()
         self._sub: Subscription | None = None
         self._ready: list[Msg] = []
@@ -62,7 +79,10 @@ class Puller:
         self._failure: str | None = None
 
     async def start(self) -> None:
-        self._sub = await self._nc.subscribe(self._inbox, cb=self._on_message)
+        # No pending limits: the requests bound what can arrive, and a message the client
+        # dropped as a slow consumer's would be a lost event.
+        self._sub = await self._nc.subscribe(self._inbox, cb=self._on_message,
+                                             pending_msgs_limit=0, pending_bytes_limit=0)
 
     async def stop(self) -> None:
         """Stop listening. A request still open at the server delivers into the void;
@@ -103,20 +123,37 @@ class Puller:
             return
         if len(self._ready) >= self._batch:
             return
-        self._owed, self._asked_at, self._asked_on = self._batch, now, reconnects
-        await self._nc.publish(self._subject, self._request, reply=self._inbox)
+        request = self._alone if self._too_large else self._request
+        self._owed = 1 if self._too_large else self._batch
+        self._too_large, self._asked_at, self._asked_on = False, now, reconnects
+        await self._nc.publish(self._subject, request, reply=self._inbox)
 
     async def _on_message(self, msg: Msg) -> None:
         status = msg.headers.get(_STATUS) if msg.headers else None
         if status is None:
-            self._ready.append(msg)
-            self._owed -= 1
+            self._received(msg)
         elif status == "100":  # an idle heartbeat: not asked for, nothing to do
             return
         else:
             self._owed = 0  # this request is over, whatever the reason
             description = msg.headers.get(_DESCRIPTION, "") if msg.headers else ""
-            if status == "503" or (status == "409" and description.startswith(
+            if status == "409" and description.startswith(_TOO_LARGE):
+                self._too_large = True
+            elif status == "503" or (status == "409" and description.startswith(
                     _FATAL_CONFLICTS)):
                 self._failure = f"{status} {description}".strip()
         self._arrived.set()
+
+    def _received(self, msg: Msg) -> None:
+        self._owed -= 1
+        try:
+            delivered = bus.position(msg).consumer_seq
+        except ValueError:
+            self._failure = f"not a JetStream message on the inbox: {msg.subject}"
+            return
+        if self._delivered is not None and delivered != self._delivered + 1:
+            self._failure = (f"delivery {self._delivered + 1} was lost (the next one "
+                             f"received is {delivered})")
+            return
+        self._delivered = delivered
+        self._ready.append(msg)

@@ -14,6 +14,7 @@ from pathlib import Path
 import nats
 import pytest
 from nats.aio.client import Client
+from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
@@ -116,6 +117,47 @@ async def test_a_deleted_consumer_is_an_outage_to_restart_from(nc: Client) -> No
     finally:
         await puller.stop()
 
+
+
+async def test_a_message_larger_than_a_request_may_carry_comes_alone_in_its_turn(
+        nc: Client) -> None:
+    js = nc.jetstream()
+    await js.publish("pulltest.small", b"0")
+    await js.publish("pulltest.large", b"1" + b"x" * 200_000)  # over max_bytes below
+    await js.publish("pulltest.small", b"2")
+    puller = Puller(nc, stream=STREAM, durable=DURABLE, batch=16, max_bytes=64_000)
+    await puller.start()
+    try:
+        got: list[bytes] = []
+        for _ in range(10):
+            got += [m.data[:1] for m in await puller.next_batch(wait=2.0)]
+            if len(got) == 3:
+                break
+        assert got == [b"0", b"1", b"2"]  # in order, none skipped, the large one whole
+    finally:
+        await puller.stop()
+
+
+async def test_a_lost_delivery_fails_the_reader_instead_of_being_skipped(nc: Client) -> None:
+    """With AckPolicy.ALL, acknowledging a later message would acknowledge a lost one:
+    a gap in the consumer's delivery sequence must stop the reader (the compiler then
+    restarts from its checkpoint and the server delivers the message again)."""
+    await publish(nc, 3)
+    puller = Puller(nc, stream=STREAM, durable=DURABLE, batch=16)
+    await puller.start()
+    try:
+        msgs = await read(puller, 3, batch=16)
+        assert msgs == [1, 2, 3]
+        # A delivery the server made but this client never handed over (dropped with a
+        # connection): the next one received carries consumer sequence 5, not 4.
+        lost = Msg(_client=nc, subject=puller._inbox, data=b"x",
+                   reply=f"$JS.ACK.{STREAM}.{DURABLE}.1.5.5.1700000000000000000.0")
+        await puller._on_message(lost)
+        with pytest.raises(PullFailed, match="delivery 4 was lost"):
+            await puller.next_batch(wait=1.0)
+        assert is_transient(PullFailed("x"))
+    finally:
+        await puller.stop()
 
 async def test_a_restarted_server_gets_a_new_request_at_once(tmp_path: Path) -> None:
     """A server killed with a request open forgets it and never sends its 408: the

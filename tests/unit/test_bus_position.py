@@ -21,8 +21,8 @@ _nanos = st.integers(min_value=0, max_value=4_102_444_800 * 10**9)  # up to the 
 def _expected(reply: str) -> bus.Position:
     meta = Msg.Metadata._from_reply(reply)
     assert meta.timestamp is not None
-    return bus.Position(meta.sequence.stream,
-                        int(meta.timestamp.timestamp() * 1000), meta.num_pending)
+    return bus.Position(meta.sequence.stream, int(meta.timestamp.timestamp() * 1000),
+                        meta.num_pending, meta.sequence.consumer)
 
 
 @given(stream=_token, consumer=_token, delivered=_count, sseq=_count, cseq=_count,
@@ -33,7 +33,8 @@ def test_the_short_ack_subject_reads_as_nats_py_reads_it(
     reply = f"$JS.ACK.{stream}.{consumer}.{delivered}.{sseq}.{cseq}.{nanos}.{pending}"
     found = bus.position(SimpleNamespace(reply=reply))
     expected = _expected(reply)
-    assert (found.stream_seq, found.pending) == (expected.stream_seq, expected.pending)
+    assert (found.stream_seq, found.pending, found.consumer_seq) == \
+        (expected.stream_seq, expected.pending, expected.consumer_seq)
     # nats-py goes through a float of seconds; the exact integer division may differ
     # from it by the float's rounding, never by more than a millisecond.
     assert abs(found.stored_ms - expected.stored_ms) <= 1
@@ -49,7 +50,8 @@ def test_the_ack_subject_with_a_domain_reads_as_nats_py_reads_it(
                       str(sseq), str(cseq), str(nanos), str(pending), "r1", *tail])
     found = bus.position(SimpleNamespace(reply=reply))
     expected = _expected(reply)
-    assert (found.stream_seq, found.pending) == (expected.stream_seq, expected.pending)
+    assert (found.stream_seq, found.pending, found.consumer_seq) == \
+        (expected.stream_seq, expected.pending, expected.consumer_seq)
     assert found.stored_ms == nanos // 1_000_000
 
 

@@ -133,9 +133,11 @@ class Compiler:
         # fenced script call with the checkpoint at its last event, then acknowledged.
         lag = 0
         for msg in msgs:
-            seq, published, lag = bus.position(msg)
-            if seq > self._position:
-                await self._folder.fold(seq, msg.data, published, pending=lag)
+            where = bus.position(msg)
+            lag = where.pending
+            if where.stream_seq > self._position:
+                await self._folder.fold(where.stream_seq, msg.data, where.stored_ms,
+                                        pending=lag)
         await self._folder.commit()
         self._position = self._folder.committed or self._position
         if msgs:
