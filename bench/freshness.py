@@ -10,9 +10,12 @@ then:
   be 0;
 - **precision**: of the entries the change removed, the share whose answer it changed.
 
-Then: uncached checks with 1, 2 and 4 decision processes in one queue group; the
-uncached p50 of a principal in 20 Groups at 100 and at 10,000 policies; Valkey memory
-per cached decision. Run by ``bench/run.py`` (``python3 dev.py bench``) or alone:
+Before that, how fast the fleet compiles when it is on the stream before the compiler
+starts. Then: cached and uncached checks with one decision process (and the uncached
+p50 against the cached p50 under the same load), uncached checks with 1, 2 and 4
+decision processes in one queue group; the uncached p50 of a principal in 20 Groups at
+100 and at 10,000 policies; Valkey memory per cached decision. Run by ``bench/run.py``
+(``python3 dev.py bench``) or alone:
 ``python bench/freshness.py``.
 """
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -246,6 +250,15 @@ async def scale_out(nc: Any, env: dict[str, str], echo_rps: float, seconds: floa
                            # Whether the decision processes were the bottleneck at all.
                            "cpu_us_per_check": sum(used) / max(rate * seconds, 1) * 1e6,
                            "busy": [round(u / seconds, 2) for u in used]}
+            if n == 1:  # the miss path's latency target: its p50 against a hit's, same load
+                cached = bodies[:2000]
+                await warm(nc, "clearance.v1.check", cached, inflight=64)
+                hit_rate, hit_lat = await load(nc, "clearance.v1.check", cached,
+                                               seconds=seconds, inflight=64)
+                out["1"]["cached_rps"] = hit_rate
+                out["1"]["cached_ratio"] = hit_rate / echo_rps
+                out["1"]["cached_p50_ms"] = pct(hit_lat, 50)
+                out["1"]["p50_vs_cached"] = pct(lat, 50) / pct(hit_lat, 50)
         finally:
             run.teardown(procs, [])
     return out
@@ -316,25 +329,30 @@ async def main() -> None:
 async def measure_all(seconds: float) -> dict[str, Any]:
     """Everything above on one fresh system (servers, compiler, invalidator, decision)."""
     srv = run.start_servers("clearance-fresh-")
-    procs = [run.spawn([run.CLEARANCE, "run", name], srv.env)
-             for name in ("compiler", "cache-invalidator")]
-    decision = [run.spawn([run.CLEARANCE, "run", "decision"], srv.env)]
-    procs.append(run.spawn([sys.executable, str(Path(__file__).parent / "echo.py"),
-                            srv.nats_url, "bench.echo"], srv.env))
+    procs = [run.spawn([sys.executable, str(Path(__file__).parent / "echo.py"),
+                        srv.nats_url, "bench.echo"], srv.env)]
+    decision: list[subprocess.Popen[bytes]] = []
     results: dict[str, Any] = {}
     try:
         nc = await nats.connect(srv.nats_url)
         js = nc.jetstream()
         await bus.ensure_stream(js)
         r = aioredis.from_url(srv.redis_url)
-        await answering(nc)
+        # Compile: the fleet is on the stream before the compiler starts (a rebuild, a
+        # GitOps sync), timed from its first commit until the system revision reaches the
+        # fleet's last event — folding and invalidation, not this script's publishing.
         objects = fleet()
-        started = time.perf_counter()
         seq = 0
         for obj in objects:
             seq = await publish(js, obj)
-        await settled(r, seq)
-        results["compile_events_per_s"] = len(objects) / (time.perf_counter() - started)
+        procs += [run.spawn([run.CLEARANCE, "run", name], srv.env)
+                  for name in ("compiler", "cache-invalidator")]
+        while (first := int(await r.get(keys.REV) or 0)) == 0:  # noqa: ASYNC110 - timed
+            await asyncio.sleep(0.001)
+        folding = await settled(r, seq)
+        results["compile_events_per_s"] = (seq - first) / folding
+        decision.append(run.spawn([run.CLEARANCE, "run", "decision"], srv.env))
+        await answering(nc)
         echo_bodies = uncached_bodies(2000)
         echo, _ = await load(nc, "bench.echo", echo_bodies, seconds=seconds, inflight=64)
         results["echo_rps"] = echo
@@ -371,6 +389,12 @@ def report(results: dict[str, Any]) -> str:
                      f"effect p50 {row['effect_p50_ms']:.1f} ms, "
                      f"max {row['effect_max_ms']:.1f} ms")
     scale = results["scale_out"]
+    one = scale["1"]
+    lines.append(f"one decision process, 64 in flight: cached {one['cached_rps']:.0f} req/s = "
+                 f"{one['cached_ratio']:.2f}x echo | uncached {one['rps']:.0f} req/s = "
+                 f"{one['ratio']:.2f}x echo (target >= 0.4x), p50 {one['p50_ms']:.1f} ms = "
+                 f"{one['p50_vs_cached']:.1f}x the cached p50 under the same load "
+                 f"({one['cached_p50_ms']:.1f} ms; target <= 3x)")
     lines.append("uncached checks by decision processes: " + " | ".join(
         f"N={n}: {row['rps']:.0f} req/s = {row['ratio']:.2f}x echo, "
         f"{row['cpu_us_per_check']:.0f} us CPU per check, busy {row['busy']}"
@@ -384,7 +408,8 @@ def report(results: dict[str, Any]) -> str:
                  f"(1M decisions = {memory['bytes_per_entry'] * 1e6 / 2**30:.2f} GiB) | "
                  f"decision process RSS {memory.get('decision_rss_mb', 0):.0f} MiB with the "
                  f"mirror | Valkey used {memory.get('valkey_used_mb', 0):.0f} MiB | "
-                 f"compile, fresh fleet: {results['compile_events_per_s']:.0f} events/s")
+                 f"compile, fresh fleet already on the stream: "
+                 f"{results['compile_events_per_s']:.0f} events/s (target >= 10,000)")
     return "\n".join(lines)
 
 

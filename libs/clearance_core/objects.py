@@ -127,23 +127,33 @@ def _prune(value: Any, parent: _Path, step: str | int, depth: int, as_text: bool
                             f"{MAX_DEPTH} levels")
     if type(value) is str:
         return value
+    # Maps and lists are walked in a loop that keeps string leaves without a call (most
+    # leaves are strings: a call per leaf was most of compiling a policy). A string one
+    # level down is within the limit when this level is below it.
     if isinstance(value, dict):
-        # Most objects are mostly maps and lists of strings (labels, subjects, verbs):
-        # those are copied whole, with no call per leaf (the calls were a sixth of
-        # compiling a fleet of bindings). The same result as the walk below.
-        if depth < MAX_DEPTH and all(type(item) is str for item in value.values()):
-            return dict(value)
-        path = (parent, step)
-        return {key: _prune(item, path, key, depth + 1, as_text)
-                for key, item in value.items() if item is not None}
+        out: dict[Any, Any] = {}
+        path: _Path = None
+        leaves = depth < MAX_DEPTH
+        for key, item in value.items():
+            if leaves and type(item) is str:
+                out[key] = item
+            elif item is not None:
+                if path is None:
+                    path = (parent, step)
+                out[key] = _prune(item, path, key, depth + 1, as_text)
+        return out
     if isinstance(value, list):
-        if depth < MAX_DEPTH and all(type(item) is str for item in value):
-            return list(value)
-        if depth + 1 < MAX_DEPTH and _string_maps(value):  # subjects, owner references
-            return [dict(item) for item in value]
-        path = (parent, step)
-        return [_prune(item, path, index, depth + 1, as_text)
-                for index, item in enumerate(value) if item is not None]
+        items: list[Any] = []
+        path = None
+        leaves = depth < MAX_DEPTH
+        for index, item in enumerate(value):
+            if leaves and type(item) is str:
+                items.append(item)
+            elif item is not None:
+                if path is None:
+                    path = (parent, step)
+                items.append(_prune(item, path, index, depth + 1, as_text))
+        return items
     if type(value) is int and not INT_MIN <= value <= INT_MAX:
         raise InvalidObject(
             f"{_where(parent, step)}: integer {_short(value)} is outside the 64-bit range "
@@ -153,17 +163,6 @@ def _prune(value: Any, parent: _Path, step: str | int, depth: int, as_text: bool
     if as_text and not isinstance(value, str):
         return scalar_text(value)
     return value
-
-
-def _string_maps(items: list[Any]) -> bool:
-    """Whether every item is a map whose every value is a string."""
-    for item in items:
-        if type(item) is not dict:
-            return False
-        for value in item.values():
-            if type(value) is not str:
-                return False
-    return True
 
 
 def _where(parent: _Path, step: str | int) -> str:
