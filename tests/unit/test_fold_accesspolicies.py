@@ -207,6 +207,10 @@ def seen(store: Store, target: Target) -> tuple[Target, dict[str, Any]]:
 @example([("cluster", "c1", None, False), ("policy", _FLEET_G1, False),  # same r1, but
           ("policy", access_policy("b", target=("Namespace", "c1", "n1"),  # now read at n1
                                    defaults=block({"r1": rule(groups=["g2"])})), False)])
+@example([("policy", access_policy("a", rules={"r1": rule(groups=["g2"])}), False),
+          ("policy", access_policy("b", target=("Cluster", "c1"),  # c1 not yet there: n1
+                                   rules={"r1": rule(groups=["g1"])}), False),  # reads g2
+          ("cluster", "c1", None, False)])  # now g1's: g2's answers about c1 change too
 def test_every_answer_a_change_can_alter_concerns_its_subjects(events: list[Any]) -> None:
     """After any event, each rule that a decision in some namespace or cluster reads
     differently (added, removed, other content or source, or read from another target,

@@ -40,8 +40,11 @@ def fold_cluster_event(model: Model, tx: Writes, event: FoldEvent) -> FoldResult
         labels, changed = fold_cluster("DELETED", name, event.obj, previous)
         outcome = "invalid"
     tx.put_cluster(name, labels)
+    # Appearing or vanishing: every entry about the cluster goes (below), so which
+    # policies' label matches moved need not be worked out.
+    whole = previous is None or labels is None
     if changed:
-        selecting = labels_change(model, name, previous or {}, labels or {})
+        selecting = Affected() if whole else labels_change(model, name, previous, labels)
         tx.invalidate = selecting
         # Appearing or vanishing changes every principal's inventory-wide answers.
         tx.announce = changed if (previous is None) != (labels is None) else selecting.copy()
@@ -52,10 +55,13 @@ def fold_cluster_event(model: Model, tx: Writes, event: FoldEvent) -> FoldResult
     result = FoldResult(outcome, follow(model, tx, ClusterChanged(name, labels), event.seq))
     # Whatever it changed (labels, set membership, targets), only answers about this
     # cluster and its namespaces can differ: entries about other clusters stay.
-    if tx.invalidate.all or labels is None:
+    if tx.invalidate.all or whole:
         # A vanished cluster's entries all go: narrowed invalidations (policy and Group
         # changes) keep entries about clusters outside their list, and list only the
-        # inventory's (``clearance_core.narrowing``).
+        # inventory's (``clearance_core.narrowing``). So do an appearing cluster's: they
+        # were answered while it was outside the inventory (no labels, no cluster set, no
+        # AccessPolicy targets of its own; a namespace there read the Fleet's rules), and
+        # any of that may now read otherwise — for subjects no change names.
         tx.invalidate.all = False
         tx.invalidate.clusters.add(name)
     tx.invalidate.within = {name}
