@@ -44,7 +44,8 @@ def fold_cluster_event(model: Model, tx: Writes, event: FoldEvent) -> FoldResult
     # policies' label matches moved need not be worked out.
     whole = previous is None or labels is None
     if changed:
-        selecting = Affected() if whole else labels_change(model, name, previous, labels)
+        selecting = Affected() if whole else \
+            labels_change(model, name, previous or {}, labels or {})
         tx.invalidate = selecting
         # Appearing or vanishing changes every principal's inventory-wide answers.
         tx.announce = changed if (previous is None) != (labels is None) else selecting.copy()
