@@ -34,6 +34,13 @@ async def beat(redis: aioredis.Redis, service: str, revision: int, *, lag: int =
         mapping={"revision": revision, "heartbeat": int(time.time() * 1000), "lag": lag},
     )
     probes.beat(service, revision, lag)
+    # Every service loop beats, so this is where a stop that was swallowed is honoured:
+    # on Python 3.11 ``asyncio.wait_for`` inside a client (redis-py, nats-py) can lose a
+    # cancellation that arrives with its reply, and a loop in a TaskGroup (the watcher's
+    # heartbeat) then ran on while its group waited for it — a stop that never ended.
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
     metrics.REVISION.labels(service=service).set(revision)
     if consumer is not None:
         metrics.CONSUMER_LAG.labels(service=service, consumer=consumer).set(lag)

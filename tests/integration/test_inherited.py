@@ -322,3 +322,22 @@ async def test_custom_types_in_inherited_rules_need_a_metric_source(system: Syst
     types = await system.request("clearance.v1.custom-types",
                                  {"principal": {"username": "cora"}})
     assert types["types"] == ["certs"]
+
+
+async def test_a_cluster_that_appears_drops_what_was_cached_about_it(system: System) -> None:
+    """Answers about a cluster outside the inventory read the Fleet's rules; when it
+    appears with a Cluster-targeted policy already waiting for it, the Fleet rule's
+    subjects (named by no rule it gains) must not keep their cached answers."""
+    system.write("north.yaml", access_policy(
+        "north-only", namespace="team-n", target=("Cluster", "north"),
+        rules={"sre-view": rule(users=["zed"], view=True)}))
+    await system.settle()
+    before = await check(system, "sam", "north", groups=["sre"])
+    assert before["decision"] == "allow"  # the Fleet default: north is not there yet
+    assert (await check(system, "sam", "north", groups=["sre"]))["cached"] is True
+    system.write("north-cluster.yaml", cluster("north"))
+    revision = await system.settle()
+    after = await check(system, "sam", "north", groups=["sre"], min_revision=revision)
+    # At north its own policy's sre-view (zed's) replaces the Fleet default's.
+    assert (after["decision"], after["cached"]) == ("deny", False)
+    assert (await check(system, "zed", "north", min_revision=revision))["decision"] == "allow"
