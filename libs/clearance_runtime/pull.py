@@ -109,7 +109,10 @@ class Puller:
                 return []
             self._arrived.clear()
             try:
-                await asyncio.wait_for(self._arrived.wait(), remaining)
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a
+                # cancellation (a stop) that arrives together with a message.
+                async with asyncio.timeout(remaining):
+                    await self._arrived.wait()
             except TimeoutError:
                 return []
 
@@ -118,7 +121,7 @@ class Puller:
         connection was re-established since, or it is past its expiry without its 408)
         and at most one batch waits here."""
         now, reconnects = time.monotonic(), self._nc.stats["reconnects"]
-        if self._owed and reconnects == self._asked_on \
+        if self._owed > 0 and reconnects == self._asked_on \
                 and now < self._asked_at + self._expires + 0.5:
             return
         if len(self._ready) >= self._batch:
