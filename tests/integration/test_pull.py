@@ -10,6 +10,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
@@ -47,6 +48,17 @@ async def publish(nc: Client, count: int, start: int = 0) -> None:
         await js.publish(f"pulltest.o{i % 97}", str(i).encode())
 
 
+@contextlib.asynccontextmanager
+async def reading(nc: Client, **options: Any) -> AsyncIterator[Puller]:
+    """A started reader of the test consumer, stopped afterwards."""
+    puller = Puller(nc, stream=STREAM, durable=DURABLE, **options)
+    await puller.start()
+    try:
+        yield puller
+    finally:
+        await puller.stop()
+
+
 async def read(puller: Puller, count: int, *, batch: int) -> list[int]:
     """Stream sequences of ``count`` messages, checking each batch's size and acking it."""
     seqs: list[int] = []
@@ -62,21 +74,15 @@ async def read(puller: Puller, count: int, *, batch: int) -> list[int]:
 
 async def test_a_backlog_comes_once_in_stream_order_in_bounded_batches(nc: Client) -> None:
     await publish(nc, 1300)
-    puller = Puller(nc, stream=STREAM, durable=DURABLE, batch=128)
-    await puller.start()
-    try:
+    async with reading(nc, batch=128) as puller:
         assert await read(puller, 1300, batch=128) == list(range(1, 1301))
         assert await puller.next_batch(wait=0.3) == []  # nothing more, nothing twice
         await publish(nc, 200, start=1300)  # and what comes later follows on
         assert await read(puller, 200, batch=128) == list(range(1301, 1501))
-    finally:
-        await puller.stop()
 
 
 async def test_an_idle_stream_answers_at_once_when_an_event_comes(nc: Client) -> None:
-    puller = Puller(nc, stream=STREAM, durable=DURABLE, batch=512)
-    await puller.start()
-    try:
+    async with reading(nc, batch=512) as puller:
         started = time.monotonic()
         assert await puller.next_batch(wait=0.3) == []
         assert time.monotonic() - started < 2.0
@@ -88,34 +94,24 @@ async def test_an_idle_stream_answers_at_once_when_an_event_comes(nc: Client) ->
         assert [m.data for m in msgs] == [b"0"]
         # The open request delivers it: no poll interval between the event and the fold.
         assert time.monotonic() - published < 1.0
-    finally:
-        await puller.stop()
 
 
 async def test_an_expired_request_is_renewed(nc: Client) -> None:
-    puller = Puller(nc, stream=STREAM, durable=DURABLE, batch=16, expires=0.3)
-    await puller.start()
-    try:
+    async with reading(nc, batch=16, expires=0.3) as puller:
         for _ in range(4):  # more than one expiry, each ending the open request
             assert await puller.next_batch(wait=0.4) == []
         await publish(nc, 40)
         assert await read(puller, 40, batch=16) == list(range(1, 41))
-    finally:
-        await puller.stop()
 
 
 async def test_a_deleted_consumer_is_an_outage_to_restart_from(nc: Client) -> None:
-    puller = Puller(nc, stream=STREAM, durable=DURABLE, batch=16)
-    await puller.start()
-    try:
+    async with reading(nc, batch=16) as puller:
         assert await puller.next_batch(wait=0.2) == []  # a request is open
         await nc.jetstream().delete_consumer(STREAM, DURABLE)
         with pytest.raises(PullFailed) as caught:
             for _ in range(20):
                 await puller.next_batch(wait=0.5)
         assert is_transient(caught.value)  # the compiler's retry loop starts over
-    finally:
-        await puller.stop()
 
 
 
@@ -125,17 +121,13 @@ async def test_a_message_larger_than_a_request_may_carry_comes_alone_in_its_turn
     await js.publish("pulltest.small", b"0")
     await js.publish("pulltest.large", b"1" + b"x" * 200_000)  # over max_bytes below
     await js.publish("pulltest.small", b"2")
-    puller = Puller(nc, stream=STREAM, durable=DURABLE, batch=16, max_bytes=64_000)
-    await puller.start()
-    try:
+    async with reading(nc, batch=16, max_bytes=64_000) as puller:
         got: list[bytes] = []
         for _ in range(10):
             got += [m.data[:1] for m in await puller.next_batch(wait=2.0)]
             if len(got) == 3:
                 break
         assert got == [b"0", b"1", b"2"]  # in order, none skipped, the large one whole
-    finally:
-        await puller.stop()
 
 
 async def test_a_lost_delivery_fails_the_reader_instead_of_being_skipped(nc: Client) -> None:
@@ -143,9 +135,7 @@ async def test_a_lost_delivery_fails_the_reader_instead_of_being_skipped(nc: Cli
     a gap in the consumer's delivery sequence must stop the reader (the compiler then
     restarts from its checkpoint and the server delivers the message again)."""
     await publish(nc, 3)
-    puller = Puller(nc, stream=STREAM, durable=DURABLE, batch=16)
-    await puller.start()
-    try:
+    async with reading(nc, batch=16) as puller:
         msgs = await read(puller, 3, batch=16)
         assert msgs == [1, 2, 3]
         # A delivery the server made but this client never handed over (dropped with a
@@ -156,8 +146,6 @@ async def test_a_lost_delivery_fails_the_reader_instead_of_being_skipped(nc: Cli
         with pytest.raises(PullFailed, match="delivery 4 was lost"):
             await puller.next_batch(wait=1.0)
         assert is_transient(PullFailed("x"))
-    finally:
-        await puller.stop()
 
 async def test_a_restarted_server_gets_a_new_request_at_once(tmp_path: Path) -> None:
     """A server killed with a request open forgets it and never sends its 408: the
