@@ -66,7 +66,7 @@ class Decider:
             pkey, check.action, check.resource, cluster_of(check.resource))), pkey
 
     def cached(self, blob: bytes, now: float) -> CheckResult | None:
-        """A cache hit (without explanation) as a reply, not yet counted (:meth:`count`);
+        """A cache hit (without explanation) as a reply, not yet counted (:meth:`count_hits`);
         None if it no longer holds (the caller evaluates it as a miss)."""
         return unpack(blob, now)
 
