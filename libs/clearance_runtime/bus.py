@@ -124,6 +124,13 @@ def position(msg: Any) -> Position:
     raise ValueError(f"not a JetStream message (reply subject {msg.reply!r})")
 
 
+def connection_of(js: JetStreamContext) -> Client:
+    """The connection a JetStream context speaks over. nats-py keeps it in ``_nc`` and
+    offers no accessor (pinned version; ``tests/unit/test_bus_position.py`` checks it)."""
+    conn: Client = js._nc
+    return conn
+
+
 def header(msg: Any, name: str) -> str | None:
     headers = getattr(msg, "headers", None) or {}
     value = headers.get(name)

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from clearance_runtime import bus
@@ -60,3 +61,10 @@ def test_the_ack_subject_with_a_domain_reads_as_nats_py_reads_it(
 def test_a_message_that_is_not_from_jetstream_is_refused(reply: str | None) -> None:
     with pytest.raises(ValueError, match=r"JetStream|invalid literal"):
         bus.position(SimpleNamespace(reply=reply))
+
+
+async def test_the_connection_of_a_jetstream_context_is_the_one_it_was_made_from() -> None:
+    """``bus.connection_of`` reads nats-py's private attribute: an upgrade that moves it
+    must fail here, not in the watcher's reload."""
+    nc = Client()
+    assert bus.connection_of(nc.jetstream()) is nc

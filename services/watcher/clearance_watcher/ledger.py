@@ -19,6 +19,7 @@ writes would feed them back through the compiler.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import Iterable
 from typing import Any, Protocol
@@ -33,11 +34,14 @@ from clearance_core.kinds import ObjectRef, content_hash, event_subject, ref_of
 from clearance_core.registry import STATUS_WRITTEN
 from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS, Event, EventType
 from clearance_runtime import bus, logs, metrics, retries
+from clearance_runtime.pull import Puller
 
 log = logs.get(__name__)
 SOURCE_HEADER = "Clearance-Source"
 _encode = msgspec.json.Encoder().encode
 _decode_event = msgspec.json.Decoder(Event).decode
+#: Messages asked for at a time while loading the stream at start.
+LOAD_BATCH = 512
 
 
 class Sink(Protocol):
@@ -88,24 +92,25 @@ class Ledger:
         info = await self._js.stream_info(EVENTS_STREAM)
         if not info.state.messages:
             return
-        sub = await self._js.pull_subscribe(
-            EVENTS_SUBJECTS,
-            stream=EVENTS_STREAM,
-            config=ConsumerConfig(
-                deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
-                ack_policy=AckPolicy.NONE,
-                inactive_threshold=30.0,
-            ),
-        )
+        consumer = await self._js.add_consumer(EVENTS_STREAM, ConsumerConfig(
+            deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+            ack_policy=AckPolicy.NONE,
+            inactive_threshold=30.0,
+            filter_subject=EVENTS_SUBJECTS,
+        ))
+        # Read with the compiler's reader (``clearance_runtime.pull``): nats-py's fetch
+        # spent 45 us per message, most of a restart's reload of a large stream.
+        puller = Puller(bus.connection_of(self._js), stream=EVENTS_STREAM,
+                        durable=consumer.name, batch=LOAD_BATCH)
+        await puller.start()
         try:
-            # Stop when the consumer says nothing is pending, not at the first fetch that
-            # times out: a loaded machine can exceed one fetch's timeout mid-way, and an
-            # object missed here would never get its DELETED after a restart.
+            # Stop when the consumer says nothing is pending, not at the first wait that
+            # ends empty: a loaded machine can exceed one wait mid-way, and an object
+            # missed here would never get its DELETED after a restart.
             pending, idle = 1, 0
             while pending:
-                try:
-                    msgs = await sub.fetch(256, timeout=2.0)
-                except nats.errors.TimeoutError:
+                msgs = await puller.next_batch(wait=2.0)
+                if not msgs:
                     idle += 1
                     if idle >= 5:
                         log.warning("ledger_load_incomplete", source=self._source,
@@ -113,10 +118,12 @@ class Ledger:
                         break
                     continue
                 for msg in msgs:
-                    pending = msg.metadata.num_pending
+                    pending = bus.position(msg).pending
                     self._load_one(msg)
         finally:
-            await sub.unsubscribe()
+            await puller.stop()
+            with contextlib.suppress(nats.errors.Error, TimeoutError):
+                await self._js.delete_consumer(EVENTS_STREAM, consumer.name)
         log.info("ledger_loaded", source=self._source, objects=len(self._known))
 
     def _load_one(self, msg: Any) -> None:
@@ -127,7 +134,7 @@ class Ledger:
             ref = ref_of(event.object)
         except (msgspec.DecodeError, InvalidObject):
             return
-        seq = msg.metadata.sequence.stream
+        seq = bus.position(msg).stream_seq
         if self._last_seq.get(ref, 0) > seq:
             return
         self._last_seq[ref] = seq
