@@ -27,6 +27,8 @@ import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+from nats.js import JetStreamContext
+from nats.js.api import ConsumerConfig
 
 from clearance_runtime import bus
 
@@ -50,11 +52,13 @@ class PullFailed(nats.errors.Error):
 
 
 class Puller:
-    """Batches of a durable pull consumer, in order (:meth:`next_batch`)."""
+    """Batches of a pull consumer, in order (:meth:`next_batch`)."""
 
     def __init__(self, nc: Client, *, stream: str, durable: str, batch: int,
                  expires: float = 1.0, max_bytes: int = MAX_BYTES) -> None:
         self._nc = nc
+        #: The consumer read (its name).
+        self.durable = durable
         self._subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
         self._batch = batch
         self._expires = expires
@@ -160,3 +164,13 @@ class Puller:
             return
         self._delivered = delivered
         self._ready.append(msg)
+
+
+async def open_puller(js: JetStreamContext, stream: str, config: ConsumerConfig, *,
+                      batch: int) -> Puller:
+    """Create the consumer ``config`` describes on ``stream`` and a started reader of it
+    (the consumer's name is the server's when ``config`` names none)."""
+    consumer = await js.add_consumer(stream, config)
+    puller = Puller(bus.connection_of(js), stream=stream, durable=consumer.name, batch=batch)
+    await puller.start()
+    return puller

@@ -29,7 +29,7 @@ from nats.js.errors import NotFoundError
 from clearance_compiler.folder import Folder
 from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS
 from clearance_runtime import bus, health, logs, metrics, retries
-from clearance_runtime.pull import Puller
+from clearance_runtime.pull import Puller, open_puller
 from clearance_runtime.state import StateStore
 
 log = logs.get(__name__)
@@ -91,10 +91,7 @@ class Compiler:
             max_ack_pending=4 * BATCH,
             filter_subject=EVENTS_SUBJECTS,
         )
-        await self._js.add_consumer(EVENTS_STREAM, config)
-        puller = Puller(self._nc, stream=EVENTS_STREAM, durable=DURABLE, batch=BATCH)
-        await puller.start()
-        return puller
+        return await open_puller(self._js, EVENTS_STREAM, config, batch=BATCH)
 
     async def _resume_from(self) -> int:
         """The checkpoint to continue after; 0 once a store that lost its state (or never
@@ -125,11 +122,11 @@ class Compiler:
                 return
 
     async def _fold_batch(self, msgs: list[Msg]) -> bool:
-        """Fold and commit one fetched batch; False if the store lost this loop's state."""
+        """Fold and commit one batch read; False if the store lost this loop's state."""
         if not await self._in_sync():
             log.warning("compiled_state_lost", position=self._position)
             return False
-        # The whole fetch is one batch: folded in memory in order, committed in one
+        # The whole read is one batch: folded in memory in order, committed in one
         # fenced script call with the checkpoint at its last event, then acknowledged.
         lag = 0
         for msg in msgs:
@@ -154,4 +151,3 @@ class Compiler:
         found = await self._folder.census(time.time())
         metrics.set_policies(found)
         await health.publish_census(self._r, found)
-

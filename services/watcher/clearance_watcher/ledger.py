@@ -34,7 +34,7 @@ from clearance_core.kinds import ObjectRef, content_hash, event_subject, ref_of
 from clearance_core.registry import STATUS_WRITTEN
 from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS, Event, EventType
 from clearance_runtime import bus, logs, metrics, retries
-from clearance_runtime.pull import Puller
+from clearance_runtime.pull import open_puller
 
 log = logs.get(__name__)
 SOURCE_HEADER = "Clearance-Source"
@@ -92,17 +92,14 @@ class Ledger:
         info = await self._js.stream_info(EVENTS_STREAM)
         if not info.state.messages:
             return
-        consumer = await self._js.add_consumer(EVENTS_STREAM, ConsumerConfig(
+        # Read with the compiler's reader (``clearance_runtime.pull``): nats-py's fetch
+        # spent 45 us per message, most of a restart's reload of a large stream.
+        puller = await open_puller(self._js, EVENTS_STREAM, ConsumerConfig(
             deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
             ack_policy=AckPolicy.NONE,
             inactive_threshold=30.0,
             filter_subject=EVENTS_SUBJECTS,
-        ))
-        # Read with the compiler's reader (``clearance_runtime.pull``): nats-py's fetch
-        # spent 45 us per message, most of a restart's reload of a large stream.
-        puller = Puller(bus.connection_of(self._js), stream=EVENTS_STREAM,
-                        durable=consumer.name, batch=LOAD_BATCH)
-        await puller.start()
+        ), batch=LOAD_BATCH)
         try:
             # Stop when the consumer says nothing is pending, not at the first wait that
             # ends empty: a loaded machine can exceed one wait mid-way, and an object
@@ -123,7 +120,7 @@ class Ledger:
         finally:
             await puller.stop()
             with contextlib.suppress(nats.errors.Error, TimeoutError):
-                await self._js.delete_consumer(EVENTS_STREAM, consumer.name)
+                await self._js.delete_consumer(EVENTS_STREAM, puller.durable)
         log.info("ledger_loaded", source=self._source, objects=len(self._known))
 
     def _load_one(self, msg: Any) -> None:
