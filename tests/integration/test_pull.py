@@ -16,6 +16,7 @@ import nats
 import pytest
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
@@ -27,16 +28,21 @@ from tests.conftest import Servers
 STREAM, SUBJECTS, DURABLE = "PULL_TEST", "pulltest.>", "reader"
 
 
+async def with_consumer(js: JetStreamContext) -> None:
+    """The test stream and its durable consumer, as the compiler configures its own."""
+    await js.add_stream(name=STREAM, subjects=[SUBJECTS])
+    await js.add_consumer(STREAM, ConsumerConfig(
+        durable_name=DURABLE, deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.ALL,
+        ack_wait=60.0, max_ack_pending=2048))
+
+
 @pytest.fixture
 async def nc(real_servers: Servers) -> AsyncIterator[Client]:
     client = await nats.connect(real_servers.nats_url)
     js = client.jetstream()
     with contextlib.suppress(NotFoundError):
         await js.delete_stream(STREAM)
-    await js.add_stream(name=STREAM, subjects=[SUBJECTS])
-    await js.add_consumer(STREAM, ConsumerConfig(
-        durable_name=DURABLE, deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.ALL,
-        ack_wait=60.0, max_ack_pending=2048))
+    await with_consumer(js)
     yield client
     await js.delete_stream(STREAM)
     await client.close()
@@ -155,10 +161,7 @@ async def test_a_restarted_server_gets_a_new_request_at_once(tmp_path: Path) -> 
     client = await nats.connect(url, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
     try:
         js = client.jetstream()
-        await js.add_stream(name=STREAM, subjects=[SUBJECTS])
-        await js.add_consumer(STREAM, ConsumerConfig(
-            durable_name=DURABLE, deliver_policy=DeliverPolicy.ALL,
-            ack_policy=AckPolicy.ALL, ack_wait=60.0, max_ack_pending=2048))
+        await with_consumer(js)
         await publish(client, 10)
         puller = Puller(client, stream=STREAM, durable=DURABLE, batch=64, expires=30.0)
         await puller.start()
