@@ -11,7 +11,7 @@ import uvloop
 
 from clearance_cli import client, output
 from clearance_cli import schemas as proto_schemas
-from clearance_runtime import logs
+from clearance_runtime import heap, logs
 from clearance_runtime.settings import Settings
 
 
@@ -40,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
     settings = _gateway_flags(args, _settings(args))
     names = list(services.NAMES) if args.service == "all" else [args.service]
+    heap.settle()
     with contextlib.suppress(KeyboardInterrupt):
         uvloop.run(services.run_services(names, settings))
     return 0
@@ -59,6 +60,7 @@ def console(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     print(f"Clearance console: {console_url(args.host, args.port)}", flush=True)
+    heap.settle()
     with contextlib.suppress(KeyboardInterrupt):
         uvloop.run(services.run_services([], settings, console=(args.host, args.port)))
     return 0
