@@ -7,6 +7,7 @@ An object is identified by kind, namespace and name taken from the object itself
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 import msgspec
@@ -23,14 +24,22 @@ class ObjectRef(msgspec.Struct, frozen=True, order=True):
         return f"{self.kind}/{self.namespace}/{self.name}"
 
 
-def kind_of(obj: dict[str, Any]) -> str:
-    # The registry lists the kinds; imported here, not at the top, because the registry's
-    # folds name objects by ObjectRef.
-    from clearance_core.registry import REGISTRY  # noqa: PLC0415
+#: The registry's kinds, by the ``kind`` a producer writes (any case): filled on first
+#: use, because the registry's folds name objects by ObjectRef (an import at the top
+#: would be circular).
+_KINDS: dict[str, str] = {}
 
+
+def kind_of(obj: dict[str, Any]) -> str:
     kind = obj.get("kind")
+    if type(kind) is str and (known := _KINDS.get(kind)) is not None:
+        return known
+    from clearance_core.registry import REGISTRY  # noqa: PLC0415 - see _KINDS
+
     if not isinstance(kind, str) or kind.lower() not in REGISTRY:
         raise InvalidObject(f"unsupported kind {kind!r}")
+    if len(_KINDS) < 4 * len(REGISTRY):  # bounded: every case of a name is a new key
+        _KINDS[kind] = kind.lower()
     return kind.lower()
 
 
@@ -69,10 +78,13 @@ def status_subject(ref: ObjectRef) -> str:
     return f"clearance.status.{ref.kind}.{tokens[0]}.{tokens[1]}"
 
 
+#: A token a subject carries as it is: ASCII letters, digits and ``-_.:@``, with no empty
+#: dot-separated part (no leading, trailing or doubled dot). Its length is checked first.
+_TOKEN = re.compile(r"(?!\.)(?!.*\.\.)[A-Za-z0-9_.:@-]+(?<!\.)")
+
+
 def _status_token(part: str, ref: ObjectRef) -> str:
-    if 0 < len(part) <= 253 and all(c.isascii() and (c.isalnum() or c in "-_.:@")
-                                    for c in part) and ".." not in part \
-            and not part.startswith(".") and not part.endswith("."):
+    if 0 < len(part) <= 253 and _TOKEN.fullmatch(part) is not None:
         return part
     return "h-" + hashlib.sha256(f"{ref.namespace}/{ref.name}".encode()).hexdigest()[:24]
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from clearance_core.errors import InvalidObject
 from clearance_core.kinds import ObjectRef, event_subject, ref_of, subject_token
@@ -60,3 +62,15 @@ def test_status_subjects_carry_kubernetes_names_and_hash_anything_else() -> None
         assert token.startswith("h-") and len(subject) < 100
     assert status_subject(ObjectRef("monitoraccesspolicy", "ns", "a b")) == \
         status_subject(ObjectRef("monitoraccesspolicy", "ns", "a b"))  # stable
+
+
+@given(st.text(alphabet=st.sampled_from("aZ09-_.:@ *>\t\nü\u0130\u212a"), max_size=12))
+def test_a_name_is_its_own_status_token_exactly_when_a_subject_can_carry_it(name: str) -> None:
+    from clearance_core.kinds import status_subject  # noqa: PLC0415
+
+    carried = (0 < len(name) <= 253 and ".." not in name and not name.startswith(".")
+               and not name.endswith(".")
+               and all(c.isascii() and (c.isalnum() or c in "-_.:@") for c in name))
+    token = status_subject(ObjectRef("group", "", name)).removeprefix("clearance.status.group._.")
+    assert (token == name) is carried
+    assert carried or token.startswith("h-")
