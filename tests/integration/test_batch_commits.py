@@ -324,3 +324,57 @@ async def test_a_refused_batch_is_folded_again_one_event_per_commit(
     finally:
         await nc.close()
         await r.aclose()
+
+
+class RefuseLate:
+    """Wraps StateStore.commit: the first batch of more than one event that holds event
+    ``target`` is refused after a while: long enough for the compiler to fold the next
+    batch read meanwhile (a backlog's batches are committed in the background)."""
+
+    def __init__(self, commit: Callable[[Batch], Awaitable[None]], target: int,
+                 folder: Any) -> None:
+        self._commit, self._target, self._folder = commit, target, folder
+        #: How many events were folded after the refused batch when it was refused.
+        self.folded_since: int | None = None
+
+    async def __call__(self, batch: Batch) -> None:
+        assert batch.last is not None
+        if self.folded_since is None and len(batch) > 1 \
+                and batch.last - len(batch) < self._target <= batch.last:
+            await asyncio.sleep(0.5)
+            self.folded_since = len(self._folder._messages)
+            raise redis_exceptions.ResponseError("simulated: batch refused")
+        await self._commit(batch)
+
+
+async def test_a_batch_refused_while_the_next_was_folded_loses_and_doubles_nothing(
+        clean_servers: Servers) -> None:
+    """The events folded after a batch whose commit was then refused rest on a state that
+    was never written: the refused batch is folded again one event per commit, then the
+    events since, and every event is applied once, in order, its status published once."""
+    events = _events(1500)
+    nc = await nats.connect(clean_servers.nats_url)
+    r = aioredis.from_url(clean_servers.redis_url)
+    try:
+        js = nc.jetstream()
+        await bus.ensure_stream(js)
+        statuses = await _statuses(nc)
+        for n, obj in enumerate(events):
+            await js.publish(f"clearance.events.{obj['kind'].lower()}.o{n}",
+                             msgspec.json.encode({"type": "ADDED", "object": obj}))
+        compiler = Compiler(nc, r)
+        refuse = RefuseLate(compiler._store.commit, 700, compiler._folder)
+        compiler._store.commit = refuse  # type: ignore[method-assign]
+        await _compile_until(compiler, r, len(events))
+        await nc.flush()
+        assert refuse.folded_since, refuse.folded_since  # the next batch was folded
+        assert await _change_ids(r) == [f"{seq}-0".encode() for seq in range(1, 1501)]
+        await _assert_last_versions(r, events)
+        assert statuses and max(statuses.values()) == 1, statuses.most_common(3)
+        # Every policy revision's status came, once.
+        policy_revisions = {n + 1 for n, obj in enumerate(events)
+                            if obj["kind"] == "MonitorAccessPolicy"}
+        assert {revision for _, revision in statuses} == policy_revisions
+    finally:
+        await nc.close()
+        await r.aclose()

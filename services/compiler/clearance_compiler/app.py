@@ -49,6 +49,9 @@ class Compiler:
         self._store = StateStore(redis, allow_unset=allow_unset)
         self._folder = Folder(self._store, nc)
         self._position = 0
+        #: The last message of the batch whose commit is in flight (acknowledged when it
+        #: lands).
+        self._unacked: Msg | None = None
         self._next_census = 0.0
 
     async def run(self) -> None:
@@ -116,18 +119,24 @@ class Compiler:
     async def _consume(self, puller: Puller) -> None:
         # The puller keeps a request for the next batch open at the server, so the bus
         # delivers it while this one is folded and committed.
-        while True:
-            msgs = await puller.next_batch(wait=1.0)
-            if not await self._fold_batch(msgs):
-                return
+        try:
+            while True:
+                # A commit in flight means more events were waiting: they are on their
+                # way, and the commit's report and acknowledgement wait for the next
+                # read, so that read waits only briefly.
+                msgs = await puller.next_batch(wait=0.05 if self._folder.sending else 1.0)
+                if not await self._fold_batch(msgs):
+                    return
+        finally:
+            self._folder.reset()
+            self._unacked = None
 
     async def _fold_batch(self, msgs: list[Msg]) -> bool:
-        """Fold and commit one batch read; False if the store lost this loop's state."""
-        if not await self._in_sync():
-            log.warning("compiled_state_lost", position=self._position)
-            return False
-        # The whole read is one batch: folded in memory in order, committed in one
-        # fenced script call with the checkpoint at its last event, then acknowledged.
+        """Fold one batch read, then commit it: in the background while more events wait
+        (the next read folds during the commit), else at once. False if the store lost
+        this loop's state."""
+        # Folded in memory in order, committed in one fenced script call with the
+        # checkpoint at its last event, then acknowledged.
         lag = 0
         for msg in msgs:
             where = bus.position(msg)
@@ -135,14 +144,29 @@ class Compiler:
             if where.stream_seq > self._position:
                 await self._folder.fold(where.stream_seq, msg.data, where.stored_ms,
                                         pending=lag)
-        await self._folder.commit()
-        self._position = self._folder.committed or self._position
-        if msgs:
-            await msgs[-1].ack()  # AckPolicy.ALL: acknowledges the whole batch
+        await self._folder.landed()  # the previous batch, if its commit is in flight
+        await self._acknowledge()
+        if not await self._in_sync():
+            log.warning("compiled_state_lost", position=self._position)
+            return False
+        self._unacked = msgs[-1] if msgs else None
+        if lag > 0:
+            await self._folder.send()
+        else:
+            await self._folder.commit()
+            await self._acknowledge()
         await health.beat(self._r, "compiler", self._position, lag=lag, consumer=DURABLE)
         if time.monotonic() >= self._next_census:
             await self._report_census()
         return True
+
+    async def _acknowledge(self) -> None:
+        """After a commit landed: move the position and acknowledge what it holds
+        (AckPolicy.ALL: the last message acknowledges every one before it)."""
+        self._position = self._folder.committed or self._position
+        if self._unacked is not None:
+            last, self._unacked = self._unacked, None
+            await last.ack()
 
     async def _report_census(self) -> None:
         """Policies by state, for ``/metrics`` and for ``clearance.v1.status`` (which the

@@ -19,6 +19,7 @@ failure lands on the object that caused it.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -52,7 +53,9 @@ BACKLOG_PENDING = 32
 BATCH_BYTES = 4 << 20
 
 
-@dataclass(frozen=True)
+# Plain slotted classes: a frozen dataclass's constructor costs three times as much,
+# and one of each is made per event.
+@dataclass(slots=True)
 class _Message:
     seq: int
     data: bytes
@@ -60,13 +63,23 @@ class _Message:
     pending: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Folded:
     """What to report of one batched event once its batch is committed."""
 
     kind: str
     outcome: str
     statuses: list[tuple[ObjectRef, PolicyStatus]]
+
+
+@dataclass(slots=True)
+class _Flight:
+    """A batch whose commit is in flight, and what to report of it once it lands."""
+
+    batch: Batch
+    messages: list[_Message]
+    folded: list[_Folded]
+    task: asyncio.Task[None] | None = None
 
 
 class Folder:
@@ -81,12 +94,17 @@ class Folder:
         self._messages: list[_Message] = []
         self._folded: list[_Folded] = []
         self._bytes = 0
+        self._flight: _Flight | None = None
         #: The sequence of the last event committed (None: none yet in this run).
         self.committed: int | None = None
 
     def reset(self) -> None:
-        """Forget the in-memory model (reloaded from the store on the next event) and
-        any batch not committed."""
+        """Forget the in-memory model (reloaded from the store on the next event), any
+        batch not committed, and a commit in flight (cancelled: the caller restarts
+        from the store's checkpoint, and the commit is fenced on it)."""
+        if self._flight is not None and self._flight.task is not None:
+            self._flight.task.cancel()
+        self._flight = None
         self._model = None
         self._batch = Batch()
         self._messages.clear()
@@ -114,29 +132,53 @@ class Folder:
             await self.commit()
 
     async def commit(self) -> None:
-        """Commit the batch (one script call), then report each of its events: metrics
+        """Commit the batch (one script call) and report each of its events: metrics
         and the statuses their folds produced, in order. A batch the store refuses for
         any reason but an outage is folded again, one event per commit."""
+        await self.send()
+        await self.landed()
+
+    @property
+    def sending(self) -> bool:
+        """Whether a batch's commit is in flight (:meth:`send`)."""
+        return self._flight is not None
+
+    async def send(self) -> None:
+        """Start committing the batch and go on folding into a new one: while a backlog
+        is read, the next batch folds during the store's ~20% of a batch. One commit is in
+        flight at most, so commits stay in order; :meth:`landed` awaits it."""
+        await self.landed()
         if not self._batch:
             return
+        flight = _Flight(self._batch, self._messages, self._folded)
+        self._batch, self._messages, self._folded, self._bytes = Batch(), [], [], 0
+        flight.task = asyncio.create_task(self._store.commit(flight.batch))
+        self._flight = flight
+
+    async def landed(self) -> None:
+        """Wait for the batch in flight, then report its events. If the store refused it,
+        the events folded since rest on a state that was never written: the model is
+        reloaded, the refused batch is folded again one event per commit, and then the
+        events since (into the new batch)."""
+        flight, self._flight = self._flight, None
+        if flight is None or flight.task is None:
+            return
         try:
-            await self._store.commit(self._batch)
+            await flight.task
         except Exception as exc:
-            messages = list(self._messages)
-            self.reset()  # the model holds the batch's events: reload what was committed
+            since = list(self._messages)
+            self.reset()
             if is_transient(exc):
                 raise
-            log.warning("batch_refused", events=len(messages), error=str(exc)[:300])
-            for message in messages:
+            log.warning("batch_refused", events=len(flight.messages), error=str(exc)[:300])
+            for message in flight.messages:
                 await self._fold_alone(message)
+            for message in since:
+                await self.fold(message.seq, message.data, message.published_ms,
+                                message.pending)
             return
-        self.committed = self._batch.last
-        folded = list(self._folded)
-        self._batch = Batch()
-        self._messages.clear()
-        self._folded.clear()
-        self._bytes = 0
-        await self._report(*folded)
+        self.committed = flight.batch.last
+        await self._report(*flight.folded)
 
     async def _report(self, *items: _Folded) -> None:
         # Counted by (kind, outcome) first: a labelled counter's lookup per event was a
