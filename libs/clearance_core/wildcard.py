@@ -19,6 +19,7 @@ def is_wildcard(pattern: str) -> bool:
     return "*" in pattern or "?" in pattern
 
 
+@lru_cache(maxsize=4096)
 def to_regex(pattern: str) -> str:
     """Translate one wildcard into a regular expression source for ``fullmatch``.
 
@@ -28,6 +29,9 @@ def to_regex(pattern: str) -> str:
     an atomic group that is never re-entered; this greedy placement is the classic glob
     algorithm and loses no match, because a segment placed earlier only leaves more
     room for the rest. Only the tail ``.*last`` backtracks, once, against the end.
+
+    Cached: a fleet's policies repeat a few wildcards, and escaping one character at a
+    time was most of compiling a selector.
     """
     segments = [_segment(part) for part in pattern.split("*")]
     if len(segments) == 1:
