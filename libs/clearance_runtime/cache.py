@@ -27,23 +27,10 @@ import redis.exceptions
 from clearance_runtime import health, keys, metrics
 from clearance_runtime.coalesce import Coalescer
 from clearance_runtime.invalidation import INVALIDATE
+from clearance_runtime.luapack import as_str
 
 _pack = msgspec.msgpack.Encoder().encode
 
-
-def as_str(blob: bytes) -> msgspec.Raw:
-    """The blob as a msgpack *str*: Lua's cmsgpack knows no bin type, and a Lua string
-    holds any bytes."""
-    size = len(blob)
-    if size < 32:
-        head = bytes((0xA0 | size,))
-    elif size < 1 << 8:
-        head = b"\xd9" + size.to_bytes(1, "big")
-    elif size < 1 << 16:
-        head = b"\xda" + size.to_bytes(2, "big")
-    else:
-        head = b"\xdb" + size.to_bytes(4, "big")
-    return msgspec.Raw(head + blob)
 
 #: Stores per script call at most (each a few entries: a bound on one script's time).
 STORE_CHUNK = 64

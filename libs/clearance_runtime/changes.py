@@ -20,8 +20,8 @@ from clearance_core.narrowing import Narrow
 from clearance_core.policy import CompiledPolicy
 from clearance_core.rbac import Binding, Role
 from clearance_runtime import keys, rbac_store
-from clearance_runtime.cache import as_str
 from clearance_runtime.inherit_store import InheritWrites
+from clearance_runtime.luapack import as_str
 
 _msgpack = msgspec.msgpack.Encoder()
 _json = msgspec.json.Encoder()

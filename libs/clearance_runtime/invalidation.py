@@ -17,6 +17,7 @@ import redis.asyncio as aioredis
 
 from clearance_core.narrowing import Narrow
 from clearance_runtime import keys
+from clearance_runtime.luapack import as_str
 
 _head = msgspec.msgpack.Encoder().encode
 #: Longest header (a 2-byte length); a longer one (a huge cluster name) is replaced by
@@ -39,6 +40,17 @@ def entry_body(blob: bytes) -> memoryview:
     return memoryview(blob)[2 + int.from_bytes(blob[:2], "big"):]
 
 
+#: One call of :data:`APPLY`: "i" (INVALIDATE) or "n" (NARROWED), its keys, its arguments.
+Call = tuple[str, list[str], list[str | bytes]]
+
+
+def pack_calls(calls: list[Call]) -> bytes:
+    """APPLY's argument. Lua's cmsgpack knows no bin type: a bytes argument (a narrowing)
+    travels as a msgpack str, which a Lua string holds whatever its bytes."""
+    return _head([(name, call_keys, [as_str(a) if type(a) is bytes else a for a in args])
+                  for name, call_keys, args in calls])
+
+
 def narrow_arg(narrow: Narrow) -> bytes:
     """NARROWED's argument for a narrowing."""
     clusters = None if narrow.clusters is None else sorted(narrow.clusters)
@@ -50,7 +62,7 @@ def narrow_arg(narrow: Narrow) -> bytes:
 #: and every cached explanation; ARGV[1]: msgpack [clusters | nil, after | nil]. Moves no
 #: revision: INVALIDATE, called next for the rest of the record, does. Strings compare
 #: byte by byte: Lua's ``<`` follows the server's locale.
-NARROWED = f"""
+_NARROWED_BODY = f"""
 local spec = cmsgpack.unpack(ARGV[1])
 local clusters = nil
 if type(spec[1]) == 'table' then
@@ -90,6 +102,11 @@ for _, idx in ipairs(KEYS) do
 end
 return n
 """
+NARROWED = f"""
+local function narrowed(KEYS, ARGV)
+{_NARROWED_BODY}end
+return narrowed(KEYS, ARGV)
+"""
 
 
 #: Removes index members whose entry expired or was evicted, one index set at a time.
@@ -117,7 +134,7 @@ return removed
 #: the revision moves only once it got there, so a record whose call failed is never
 #: passed by the calls queued after it (they still delete: more misses, never a stale
 #: answer).
-INVALIDATE = f"""
+_INVALIDATE_BODY = f"""
 local n = 0
 local within = tonumber(ARGV[3] or '0')
 local subjects = #KEYS - within
@@ -163,6 +180,34 @@ if revision > current and revision <= compiled and current >= after then
   redis.call('SET', '{keys.INVALIDATED_REV}', ARGV[1])
 end
 return n
+"""
+INVALIDATE = f"""
+local function invalidate(KEYS, ARGV)
+{_INVALIDATE_BODY}end
+return invalidate(KEYS, ARGV)
+"""
+
+#: Many INVALIDATE and NARROWED calls in one script call, in order (ARGV[1]: msgpack list
+#: of [name, keys, args], name "i" or "n", every key and argument a string); returns
+#: each call's count. The same code as the single calls, run as functions: applying a
+#: read of change records as one call per record cost the invalidator more in
+#: redis-py's pipeline (packing each call, parsing each reply) than everything else.
+#: A call that fails stops the script with the calls before it applied: each call still
+#: moves the revision only after its own deletions, and only past the record before it.
+APPLY = f"""
+local function invalidate(KEYS, ARGV)
+{_INVALIDATE_BODY}end
+local function narrowed(KEYS, ARGV)
+{_NARROWED_BODY}end
+local counts = {{}}
+for i, call in ipairs(cmsgpack.unpack(ARGV[1])) do
+  if call[1] == 'n' then
+    counts[i] = narrowed(call[2], call[3])
+  else
+    counts[i] = invalidate(call[2], call[3])
+  end
+end
+return counts
 """
 
 

@@ -20,12 +20,11 @@ import msgspec
 import redis.asyncio as aioredis
 from nats.aio.client import Client
 from prometheus_client import Histogram
-from redis.asyncio.client import Pipeline
 
 from clearance_core.wire import SUBJECT_DECISIONS_CHANGED, ChangedPrincipals, DecisionsChanged
 from clearance_runtime import health, invalidation, keys, logs, metrics, retries
 from clearance_runtime.changes import ChangeRecord
-from clearance_runtime.invalidation import INVALIDATE, NARROWED
+from clearance_runtime.invalidation import APPLY, Call
 
 log = logs.get(__name__)
 
@@ -63,8 +62,29 @@ def index_keys(record: ChangeRecord) -> tuple[list[str], list[str]]:
     return [*subjects, *clusters], []
 
 
+def record_calls(record: ChangeRecord, after: int) -> list[Call]:
+    """The record's INVALIDATE and NARROWED calls. Its revision moves (in the last call)
+    only from ``after`` (the record before it in the same script call) or later: if that
+    one's call failed, the revision stays before it, and the loop, restarted by the retry
+    policy, reads it again."""
+    whole, narrowed = index_keys(record)
+    narrow = record.invalidate.narrow
+    calls: list[Call] = []
+    # Neither narrowed call moves the revision: the call after them does.
+    if narrowed and narrow is not None and not record.invalidate.within:
+        calls.append(("n", narrowed, [invalidation.narrow_arg(narrow)]))
+    elif narrowed:
+        calls.append(("i", narrowed, ["0", "0", str(len(record.invalidate.within))]))
+    calls.append(("i", whole, [str(record.revision), "1" if record.invalidate.all else "0",
+                               "0", str(after)]))
+    return calls
+
+
 #: Change records read (and applied in one round trip) at most at a time.
 READ = 512
+#: Records applied by one script call: Valkey serves no other client while a script
+#: runs, so a read's records go in a few short calls (one round trip still).
+RECORDS_PER_CALL = 64
 #: Seconds between sweeps of dangling cache index members.
 SWEEP_EVERY = 60.0
 #: The ``consumer`` label of this service's lag: the change log it follows.
@@ -75,8 +95,7 @@ class Invalidator:
     def __init__(self, nc: Client, redis: aioredis.Redis) -> None:
         self._nc = nc
         self._r = redis
-        self._invalidate = redis.register_script(INVALIDATE)
-        self._narrowed = redis.register_script(NARROWED)
+        self._apply_calls = redis.register_script(APPLY)
         self._trim = redis.register_script(_TRIM)
         self._revision = 0
         self._next_sweep = 0.0
@@ -110,54 +129,42 @@ class Invalidator:
                           consumer=CHANGE_LOG)
 
     async def _apply(self, records: list[ChangeRecord]) -> None:
-        """Apply the records of one read in one round trip: their scripts, in order, in
-        one pipeline (each still advances the system revision after its own deletions,
-        so a decision never sees a revision before its entries are gone), then the trim
-        of what they applied; then announce each, in order."""
+        """Apply the records of one read in one round trip: their INVALIDATE and NARROWED
+        calls, in order, in a few script calls (each call still advances the system
+        revision after its own deletions, so a decision never sees a revision before its
+        entries are gone), then the trim of what they applied; then announce each, in
+        order."""
+        per_record, after = [], 0
+        for record in records:
+            per_record.append(record_calls(record, after))
+            after = record.revision
         async with self._r.pipeline(transaction=False) as pipe:
-            calls, after = [], 0
-            for record in records:
-                calls.append(await self._queue(pipe, record, after))
-                after = record.revision
+            for start in range(0, len(per_record), RECORDS_PER_CALL):
+                chunk = [c for calls in per_record[start:start + RECORDS_PER_CALL]
+                         for c in calls]
+                await self._apply_calls(args=[invalidation.pack_calls(chunk)], client=pipe)
             # Applied records are not needed again: ids are "<revision>-0".
             await self._trim(client=pipe)
             replies = await pipe.execute()
-        done = 0
+        counts = iter(int(n) for reply in replies[:-1] for n in reply)
         removed_by_kind: Counter[str] = Counter()
-        for record, count in zip(records, calls, strict=True):
-            removed = sum(int(n) for n in replies[done:done + count])
-            done += count
+        for record, calls in zip(records, per_record, strict=True):
+            removed = sum(next(counts) for _ in calls)
             self._revision = record.revision
             removed_by_kind[record.kind or "unknown"] += removed
-            await self._report(record, removed)
+            await self._report(record, removed, alone=len(records) == 1)
         # Counted once per kind per read: a labelled counter's lookup per record was a
         # visible part of applying a backlog.
         for kind, removed in removed_by_kind.items():
             metrics.INVALIDATIONS.labels(kind=kind).inc(removed)
+        if len(records) > 1:
+            # One line per read of a backlog (each record's at debug level): a JSON line
+            # per record cost as much as applying it.
+            log.info("invalidated_read", records=len(records),
+                     revisions=f"{records[0].revision}-{records[-1].revision}",
+                     removed=sum(removed_by_kind.values()))
 
-    async def _queue(self, pipe: Pipeline, record: ChangeRecord, after: int) -> int:
-        """Queue the record's script calls on ``pipe``; returns how many. The revision
-        moves to the record's only from ``after`` (the record queued before it) or
-        later: if that one's call fails, the revision stays before it (and the loop,
-        restarted by the retry policy, reads it again)."""
-        whole, narrowed = index_keys(record)
-        narrow = record.invalidate.narrow
-        calls = 1
-        # Neither narrowed call moves the revision: the call after them does.
-        if narrowed and narrow is not None and not record.invalidate.within:
-            await self._narrowed(keys=narrowed, args=[invalidation.narrow_arg(narrow)],
-                                 client=pipe)
-            calls += 1
-        elif narrowed:
-            within = len(record.invalidate.within)
-            await self._invalidate(keys=narrowed, args=[0, "0", within], client=pipe)
-            calls += 1
-        await self._invalidate(
-            keys=whole, args=[record.revision, "1" if record.invalidate.all else "0", 0, after],
-            client=pipe)
-        return calls
-
-    async def _report(self, record: ChangeRecord, removed: int) -> None:
+    async def _report(self, record: ChangeRecord, removed: int, *, alone: bool) -> None:
         if record.published_ms is not None:
             kind = record.kind or "unknown"
             histogram = self._effect.get(kind)
@@ -177,6 +184,6 @@ class Invalidator:
                 await self._nc.publish(SUBJECT_DECISIONS_CHANGED, _encode(message))
             except Exception as exc:
                 log.warning("decisions_changed_publish_failed", error=str(exc))
-            log.info("invalidated", revision=record.revision, removed=removed,
-                     users=len(told.users), groups=len(told.groups),
-                     clusters=told.clusters)
+            (log.info if alone else log.debug)(
+                "invalidated", revision=record.revision, removed=removed,
+                users=len(told.users), groups=len(told.groups), clusters=told.clusters)

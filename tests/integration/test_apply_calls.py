@@ -1,0 +1,108 @@
+"""The invalidator applies a read of change records as a few APPLY script calls, each
+running many INVALIDATE and NARROWED calls in order. On a real Valkey: any sequence of
+calls leaves the store exactly as the same calls made one by one, with the same counts
+— the deletions, the index sets, the revision (which moves only past the record before
+it) — whatever the cache holds."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from clearance_core.narrowing import Narrow
+from clearance_runtime import keys
+from clearance_runtime.invalidation import (
+    APPLY,
+    INVALIDATE,
+    NARROWED,
+    Call,
+    entry_blob,
+    narrow_arg,
+    pack_calls,
+)
+from tests.conftest import Servers
+
+pytestmark = pytest.mark.integration
+
+CLUSTERS = ("east", "west", "ü:*")
+SUBJECTS = tuple(keys.cache_by_user(u) for u in ("alice", "b,ob", "c\\d é")) + \
+    tuple(keys.cache_by_group(g) for g in ("ops", "dev*"))
+
+
+@pytest.fixture(scope="module")
+def valkey(real_servers: Servers) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(real_servers.redis_url)
+    yield client
+    client.close()
+
+
+entries = st.lists(st.tuples(
+    st.sampled_from((*CLUSTERS, None)),                 # the answer's cluster
+    st.one_of(st.none(), st.sampled_from(("0a", "0b", "1a"))),  # deciding policy order
+    st.sets(st.sampled_from(SUBJECTS), max_size=3),     # the subject sets holding it
+), max_size=25)
+
+invalidate_calls = st.builds(
+    lambda subjects, within, revision, every, after: (
+        "i", [*subjects, *(keys.cache_by_cluster(c) for c in within)],
+        [str(revision), "1" if every else "0", str(len(within) if subjects else 0),
+         str(after)]),
+    st.lists(st.sampled_from(SUBJECTS), max_size=3, unique=True),
+    st.lists(st.sampled_from(CLUSTERS), max_size=2, unique=True),
+    st.integers(0, 12), st.booleans(), st.integers(0, 12))
+
+narrowed_calls = st.builds(
+    lambda subjects, clusters, after: ("n", subjects, [narrow_arg(Narrow(
+        clusters=None if clusters is None else frozenset(clusters), after=after))]),
+    st.lists(st.sampled_from(SUBJECTS), min_size=1, max_size=3, unique=True),
+    st.one_of(st.none(), st.sets(st.sampled_from(CLUSTERS))),
+    st.one_of(st.none(), st.sampled_from(("0a", "0b", "1a", "1b"))))
+
+
+def _fill(valkey: redis.Redis, cache: list[Any], compiled: int, applied: int) -> None:
+    valkey.flushall()
+    valkey.set(keys.REV, compiled)
+    valkey.set(keys.INVALIDATED_REV, applied)
+    for n, (cluster, order, subjects) in enumerate(cache):
+        key = f"{keys.ENTRY_PREFIX}{n}"
+        valkey.set(key, entry_blob(cluster, order, b"answer"))
+        valkey.zadd(keys.CACHE_ALL, {key: 0})
+        if cluster is not None:
+            valkey.sadd(keys.cache_by_cluster(cluster), key)
+        for subject in subjects:
+            valkey.sadd(subject, key)
+
+
+def _dump(valkey: redis.Redis) -> dict[Any, Any]:
+    out: dict[Any, Any] = {}
+    for key in valkey.keys("*"):
+        kind = valkey.type(key)
+        out[key] = (valkey.get(key) if kind == b"string" else
+                    sorted(valkey.smembers(key)) if kind == b"set" else
+                    valkey.zrange(key, 0, -1))
+    return out
+
+
+@settings(max_examples=120, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cache=entries, calls=st.lists(st.one_of(invalidate_calls, narrowed_calls),
+                                     min_size=1, max_size=8),
+       compiled=st.integers(0, 12), applied=st.integers(0, 12))
+def test_calls_in_one_script_do_what_they_do_one_by_one(
+        valkey: redis.Redis, cache: list[Any], calls: list[Call], compiled: int,
+        applied: int) -> None:
+    single = {"i": valkey.register_script(INVALIDATE), "n": valkey.register_script(NARROWED)}
+    _fill(valkey, cache, compiled, applied)
+    one_by_one = [int(single[name](keys=call_keys, args=args))
+                  for name, call_keys, args in calls]
+    expected = _dump(valkey)
+
+    _fill(valkey, cache, compiled, applied)
+    together = [int(n) for n in valkey.register_script(APPLY)(args=[pack_calls(calls)])]
+    assert together == one_by_one
+    assert _dump(valkey) == expected
