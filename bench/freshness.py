@@ -340,13 +340,13 @@ async def measure_all(seconds: float) -> dict[str, Any]:
         r = aioredis.from_url(srv.redis_url)
         # Compile: the fleet is on the stream before the compiler starts (a rebuild, a
         # GitOps sync), timed from its first commit until the system revision reaches the
-        # fleet's last event — folding and invalidation, not this script's publishing.
+        # fleet's last event — folding and invalidation, not this script's publishing,
+        # nor the invalidator's start (run.spawn_folding).
         objects = fleet()
         seq = 0
         for obj in objects:
             seq = await publish(js, obj)
-        procs += [run.spawn([run.CLEARANCE, "run", name], srv.env)
-                  for name in ("compiler", "cache-invalidator")]
+        procs += await run.spawn_folding(srv.env, r)
         while (first := int(await r.get(keys.REV) or 0)) == 0:  # noqa: ASYNC110 - timed
             await asyncio.sleep(0.001)
         folding = await settled(r, seq)
