@@ -9,7 +9,8 @@ again and again found nothing to free and cost 3-15% of folding a fresh fleet
 (measured: 9-44 ms of GC per 2,700 events, ~95 µs of CPU per event; with the settings
 below 4 ms and ~83 µs).
 
-So once the process has imported what it runs, what it holds then is frozen (moved to
+So once the process has imported what it runs (`clearance run`, `clearance up`,
+`clearance console`), what it holds then is frozen (moved to
 a generation the collector never walks) and young collections run every 10,000
 allocations instead of 700. Reference counting still frees every object that is not in
 a cycle at once; cycles (an exception and its traceback, mostly) wait a little longer.

@@ -20,7 +20,7 @@ import uvloop
 from clearance_cli import services
 from clearance_console.app import url as console_url
 from clearance_gateway import tls
-from clearance_runtime import servers
+from clearance_runtime import heap, servers
 from clearance_runtime.settings import Settings
 
 ENDPOINTS = "endpoints.json"
@@ -97,6 +97,7 @@ def up(args: argparse.Namespace, settings: Settings) -> None:
         certificate = settings.gateway_tls_cert or tls_dir / tls.CERT_FILE
         print(_banner(nats_url, redis_url, manifests, gateway=gateway, certificate=certificate,
                       console=console_url("127.0.0.1", console_port)), flush=True)
+        heap.settle()
         uvloop.run(services.run_services(services.NAMES, run_settings,
                                          console=("127.0.0.1", console_port)))
         print("\nstopped.", flush=True)
