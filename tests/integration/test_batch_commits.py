@@ -211,6 +211,15 @@ class Stall:
             await asyncio.Event().wait()
 
 
+async def _publish(nc: Client, events: list[dict[str, Any]]) -> None:
+    """The events on the stream, in order, as a producer publishes additions."""
+    js = nc.jetstream()
+    await bus.ensure_stream(js)
+    for n, obj in enumerate(events):
+        await js.publish(f"clearance.events.{obj['kind'].lower()}.o{n}",
+                         msgspec.json.encode({"type": "ADDED", "object": obj}))
+
+
 async def _statuses(nc: Client) -> Counter[tuple[str, int]]:
     seen: Counter[tuple[str, int]] = Counter()
 
@@ -228,12 +237,8 @@ async def test_a_compiler_stopped_mid_batch_resumes_without_double_apply(
     nc = await nats.connect(clean_servers.nats_url)
     r = aioredis.from_url(clean_servers.redis_url)
     try:
-        js = nc.jetstream()
-        await bus.ensure_stream(js)
         statuses = await _statuses(nc)
-        for n, obj in enumerate(events):
-            await js.publish(f"clearance.events.{obj['kind'].lower()}.o{n}",
-                             msgspec.json.encode({"type": "ADDED", "object": obj}))
+        await _publish(nc, events)
         first = Compiler(nc, r)
         stall = Stall(first._store.commit, 2, before=before)
         first._store.commit = stall  # type: ignore[method-assign]
@@ -301,13 +306,9 @@ async def test_a_refused_batch_is_folded_again_one_event_per_commit(
         bodies.append(msgspec.json.decode(msg.data))
 
     try:
-        js = nc.jetstream()
-        await bus.ensure_stream(js)
         statuses = await _statuses(nc)
         await nc.subscribe("clearance.status.monitoraccesspolicy.ns.p1", cb=on)
-        for n, obj in enumerate(events):
-            await js.publish(f"clearance.events.{obj['kind'].lower()}.o{n}",
-                             msgspec.json.encode({"type": "ADDED", "object": obj}))
+        await _publish(nc, events)
         compiler = Compiler(nc, r)
         refuse = Refuse(compiler._store.commit, alone)
         compiler._store.commit = refuse  # type: ignore[method-assign]
@@ -356,12 +357,8 @@ async def test_a_batch_refused_while_the_next_was_folded_loses_and_doubles_nothi
     nc = await nats.connect(clean_servers.nats_url)
     r = aioredis.from_url(clean_servers.redis_url)
     try:
-        js = nc.jetstream()
-        await bus.ensure_stream(js)
         statuses = await _statuses(nc)
-        for n, obj in enumerate(events):
-            await js.publish(f"clearance.events.{obj['kind'].lower()}.o{n}",
-                             msgspec.json.encode({"type": "ADDED", "object": obj}))
+        await _publish(nc, events)
         compiler = Compiler(nc, r)
         refuse = RefuseLate(compiler._store.commit, 700, compiler._folder)
         compiler._store.commit = refuse  # type: ignore[method-assign]
