@@ -79,7 +79,7 @@ class _Flight:
     batch: Batch
     messages: list[_Message]
     folded: list[_Folded]
-    task: asyncio.Task[None] | None = None
+    task: asyncio.Task[None]
 
 
 class Folder:
@@ -102,7 +102,7 @@ class Folder:
         """Forget the in-memory model (reloaded from the store on the next event), any
         batch not committed, and a commit in flight (cancelled: the caller restarts
         from the store's checkpoint, and the commit is fenced on it)."""
-        if self._flight is not None and self._flight.task is not None:
+        if self._flight is not None:
             self._flight.task.cancel()
         self._flight = None
         self._model = None
@@ -150,10 +150,9 @@ class Folder:
         await self.landed()
         if not self._batch:
             return
-        flight = _Flight(self._batch, self._messages, self._folded)
+        self._flight = _Flight(self._batch, self._messages, self._folded,
+                               asyncio.create_task(self._store.commit(self._batch)))
         self._batch, self._messages, self._folded, self._bytes = Batch(), [], [], 0
-        flight.task = asyncio.create_task(self._store.commit(flight.batch))
-        self._flight = flight
 
     async def landed(self) -> None:
         """Wait for the batch in flight, then report its events. If the store refused it,
@@ -161,7 +160,7 @@ class Folder:
         reloaded, the refused batch is folded again one event per commit, and then the
         events since (into the new batch)."""
         flight, self._flight = self._flight, None
-        if flight is None or flight.task is None:
+        if flight is None:
             return
         try:
             await flight.task
