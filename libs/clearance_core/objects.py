@@ -115,6 +115,29 @@ def prune(value: Any, where: str = "", *, as_text: bool = False) -> Any:
     return _prune(value, None, where or "object", 0, as_text)
 
 
+_sorted_json = msgspec.json.Encoder(order="sorted").encode
+#: An integer literal this long may lie outside the 64-bit range (2**63 has 19 digits).
+_LONG_NUMBER = re.compile(rb"[0-9]{19}")
+
+
+def prune_sorted(value: Any, where: str = "") -> tuple[Any, bytes]:
+    """:func:`prune`'s result and its JSON with sorted keys (what a spec's hash is taken
+    of), in one pass when there is nothing to prune: the sorted JSON is made first, and
+    when it holds no ``null`` (nor a non-finite number: those encode as ``null``), no
+    integer of 19 digits or more and fewer brackets than the depth limit, pruning would
+    return an equal copy, so the value itself is returned (not a copy: callers only read
+    it). Anything else — a ``null`` inside a string included — takes the full walk."""
+    try:
+        blob = _sorted_json(value)
+    except (TypeError, ValueError, OverflowError):
+        blob = b"null"  # not encodable as it is: the walk says why
+    if b"null" not in blob and blob.count(b"{") + blob.count(b"[") <= MAX_DEPTH \
+            and _LONG_NUMBER.search(blob) is None:
+        return value, blob
+    pruned = prune(value, where)
+    return pruned, _sorted_json(pruned)
+
+
 #: Where a value sits: (its parent's path, its key or index); the root is a string. Built
 #: into text only for an error: formatting every path of every object was a measurable
 #: part of folding a backlog.

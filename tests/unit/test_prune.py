@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -88,3 +89,27 @@ def test_the_result_is_a_copy_the_caller_may_change() -> None:
     pruned["verbs"].append("watch")
     assert labels == {"team": "a"} and verbs == ["get", "list"]
     assert objects.prune(labels) is not labels and objects.prune(verbs) is not verbs
+
+
+def _sorted(value: Any, _: bool) -> tuple[Any, bytes]:
+    pruned = _walk(value, "spec", 0, False)
+    return pruned, msgspec.json.encode(pruned, order="sorted")
+
+
+@settings(max_examples=400)
+@given(value=st.one_of(_values, st.builds(_nest, _values, st.integers(55, 70))))
+def test_prune_sorted_gives_the_walk_and_its_sorted_json(value: Any) -> None:
+    """The short cut (the value itself when its JSON shows nothing to prune) is taken
+    only where the walk would return an equal copy: nulls, non-finite numbers, integers
+    beyond 64 bits and nesting past the limit all go the long way."""
+    assert _outcome(lambda v, _: objects.prune_sorted(v, "spec"), value, False) \
+        == _outcome(_sorted, value, False)
+
+
+@pytest.mark.parametrize("value", [
+    {"a": 2**63 - 1}, {"a": 2**63}, {"a": -(2**63)}, {"a": -(2**63) - 1}, {"a": 2**70},
+    {"a": "null"}, {"a": None}, {"a": [1.5, float("inf")]}, _nest("a", 64), _nest("a", 65),
+])
+def test_prune_sorted_at_the_edges(value: Any) -> None:
+    assert _outcome(lambda v, _: objects.prune_sorted(v, "spec"), value, False) \
+        == _outcome(_sorted, value, False)
