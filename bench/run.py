@@ -261,7 +261,7 @@ async def spawn_folding(env: dict[str, str], r: aioredis.Redis
 
 
 async def compile_backlog() -> dict[str, Any]:
-    """The fleet published first, then the compiler and the invalidator started: events
+    """The fleet published first, then the invalidator and the compiler started: events
     per second from the compiler's first commit until the system revision reaches the
     last event (the bench's own figure overlaps the publishing, which bounds it)."""
     nats_srv, valkey_srv, nats_url, redis_url, env = start_servers("clearance-bench-")

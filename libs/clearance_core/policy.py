@@ -187,7 +187,12 @@ def _compile_filters(resources: list[dict[str, Any]], index: int) -> tuple[Resou
 
 
 def spec_hash(spec: Any) -> str:
-    return hashlib.sha256(msgspec.json.encode(spec, order="sorted")).hexdigest()[:16]
+    return json_hash(msgspec.json.encode(spec, order="sorted"))
+
+
+def json_hash(sorted_json: bytes) -> str:
+    """A spec's hash from its JSON with sorted keys (``objects.prune_sorted`` makes it)."""
+    return hashlib.sha256(sorted_json).hexdigest()[:16]
 
 
 def object_identity(obj: dict[str, Any]) -> tuple[str, str]:
@@ -253,7 +258,7 @@ def compile_policy(obj: dict[str, Any]) -> CompiledPolicy:
         rules=tuple(rules),
         not_before=not_before,
         not_after=not_after,
-        hash=hashlib.sha256(spec_json).hexdigest()[:16],  # spec_hash(raw_spec)
+        hash=json_hash(spec_json),
         custom_types=tuple(custom_types),
     )
 
