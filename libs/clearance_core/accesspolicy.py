@@ -19,7 +19,6 @@ Choices the contract leaves open:
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Literal
 
 import msgspec
@@ -225,10 +224,6 @@ def _identity(obj: Any) -> tuple[str, str, float | None]:
     return namespace, name, created
 
 
-def spec_hash(spec: Any) -> str:
-    return hashlib.sha256(msgspec.json.encode(spec, order="sorted")).hexdigest()[:16]
-
-
 def compile_access_policy(obj: Any) -> CompiledAccessPolicy:
     """Validate and compile an AccessPolicy object. Raises InvalidObject (only)."""
     namespace, name, created = _identity(obj)
@@ -249,7 +244,7 @@ def compile_access_policy(obj: Any) -> CompiledAccessPolicy:
     unset = tuple(dict.fromkeys(objects.texts(spec.get("unset"), "spec.unset")))
     return CompiledAccessPolicy(namespace=namespace, name=name, target=target,
                                 created=created, blocks=blocks, unset=unset,
-                                hash=spec_hash(spec))
+                                hash=objects.spec_hash(spec))
 
 
 def policy_key(obj: Any) -> str | None:

@@ -19,6 +19,7 @@ Every failure is :class:`~clearance_core.errors.InvalidObject` with the field's 
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from datetime import datetime
@@ -116,6 +117,18 @@ def prune(value: Any, where: str = "", *, as_text: bool = False) -> Any:
 
 
 _sorted_json = msgspec.json.Encoder(order="sorted").encode
+
+
+def spec_hash(spec: Any) -> str:
+    """A spec's hash (in statuses and compiled records): of its JSON with sorted keys."""
+    return json_hash(_sorted_json(spec))
+
+
+def json_hash(sorted_json: bytes) -> str:
+    """:func:`spec_hash` from the sorted JSON already made (:func:`prune_sorted`)."""
+    return hashlib.sha256(sorted_json).hexdigest()[:16]
+
+
 #: An integer literal this long may lie outside the 64-bit range (2**63 has 19 digits).
 _LONG_NUMBER = re.compile(rb"[0-9]{19}")
 

@@ -10,7 +10,6 @@ and subjects are flattened into the three index keys (users, groups, service acc
 from __future__ import annotations
 
 import functools
-import hashlib
 from typing import Any, Literal
 
 import msgspec
@@ -186,15 +185,6 @@ def _compile_filters(resources: list[dict[str, Any]], index: int) -> tuple[Resou
     )
 
 
-def spec_hash(spec: Any) -> str:
-    return json_hash(msgspec.json.encode(spec, order="sorted"))
-
-
-def json_hash(sorted_json: bytes) -> str:
-    """A spec's hash from its JSON with sorted keys (``objects.prune_sorted`` makes it)."""
-    return hashlib.sha256(sorted_json).hexdigest()[:16]
-
-
 def object_identity(obj: dict[str, Any]) -> tuple[str, str]:
     meta = obj.get("metadata")
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
@@ -258,7 +248,7 @@ def compile_policy(obj: dict[str, Any]) -> CompiledPolicy:
         rules=tuple(rules),
         not_before=not_before,
         not_after=not_after,
-        hash=json_hash(spec_json),
+        hash=objects.json_hash(spec_json),
         custom_types=tuple(custom_types),
     )
 
@@ -301,5 +291,5 @@ def invalid_policy(obj: dict[str, Any], message: str) -> CompiledPolicy | None:
         ),
         valid=False,
         error=message,
-        hash=spec_hash(spec),
+        hash=objects.spec_hash(spec),
     )
