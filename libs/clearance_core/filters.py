@@ -78,7 +78,7 @@ def text_of(value: object) -> str | None:
         return str(value)
 
 
-class Dimension(msgspec.Struct, frozen=True, array_like=True):
+class Dimension(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """One filter dimension: exclusions win, no inclusions means "not excluded passes"."""
 
     allowed: NameSet = msgspec.field(default_factory=NameSet)

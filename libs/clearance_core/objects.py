@@ -117,6 +117,9 @@ def prune(value: Any, where: str = "", *, as_text: bool = False) -> Any:
 
 
 _sorted_json = msgspec.json.Encoder(order="sorted").encode
+#: An object as JSON (as the store keeps it).
+to_json = _json.encode
+from_json = msgspec.json.Decoder(dict[str, Any]).decode
 
 
 def spec_hash(spec: Any) -> str:

@@ -92,15 +92,18 @@ class _Spec(msgspec.Struct, kw_only=True):
 
 
 # Compiled form ------------------------------------------------------------------------
+# Selectors and rules are not tracked by the cyclic collector (gc=False): immutable
+# values that cannot form a cycle, of which a fleet holds tens of thousands
+# (clearance_runtime.heap). CompiledPolicy is tracked: ``dict=True`` requires it.
 
 
-class CompiledSelector(msgspec.Struct, kw_only=True, frozen=True):
+class CompiledSelector(msgspec.Struct, kw_only=True, frozen=True, gc=False):
     names: NameSet | None = None
     pattern: str | None = None
     labels: dict[str, str] | None = None
 
 
-class CompiledRule(msgspec.Struct, kw_only=True, frozen=True):
+class CompiledRule(msgspec.Struct, kw_only=True, frozen=True, gc=False):
     selector: CompiledSelector
     permissions: tuple[Action, ...]
     filters: tuple[ResourceFilter, ...] = ()

@@ -44,7 +44,7 @@ def _segment(part: str) -> str:
     return "".join("(?s:.)" if char == "?" else re.escape(char) for char in part)
 
 
-class NameSet(msgspec.Struct, frozen=True, array_like=True):
+class NameSet(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """A compiled list of names and wildcards: literals plus one anchored regex."""
 
     literals: frozenset[str] = frozenset()

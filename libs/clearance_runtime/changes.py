@@ -150,7 +150,7 @@ class Transaction(InheritWrites):
         key: str,
         previous: CompiledPolicy | None,
         new: CompiledPolicy | None,
-        obj: dict[str, Any] | None,
+        obj: bytes | None,
     ) -> None:
         old_idx, new_idx = _index_keys(previous), _index_keys(new)
         for index_key in old_idx - new_idx:
@@ -164,7 +164,7 @@ class Transaction(InheritWrites):
         if obj is None:
             self._pipe.hdel(keys.POLICY_OBJECTS, key)
         else:
-            self._pipe.hset(keys.POLICY_OBJECTS, key, _json.encode(obj))
+            self._pipe.hset(keys.POLICY_OBJECTS, key, obj)
 
     def put_source(self, key: str, new: CompiledSource | None) -> None:
         """One MetricSource as declared (``None``: deleted or invalid)."""

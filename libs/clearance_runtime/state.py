@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import secrets
 from collections.abc import AsyncIterator
-from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
@@ -40,7 +39,6 @@ def decode_source(blob: bytes) -> CompiledSource:
     return _source_decoder.decode(blob)
 
 
-_decode_object = msgspec.json.Decoder(dict[str, Any]).decode
 _decode_labels = msgspec.json.Decoder(dict[str, str]).decode
 _decode_users = msgspec.json.Decoder(list[str]).decode
 
@@ -132,9 +130,7 @@ class StateStore:
         model.access_invalid = inherited.invalid
         model.access_status = inherited.conditions
         for key, blob in policies.items():
-            raw = objects.get(key)
-            model.set_policy(key.decode(), decode_policy(blob),
-                             None if raw is None else _decode_object(raw))
+            model.set_policy(key.decode(), decode_policy(blob), objects.get(key))
         return model
 
     async def advance(self, seq: int, *, kind: str = "",

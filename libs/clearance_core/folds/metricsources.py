@@ -9,6 +9,7 @@ undeclared also concerns the subjects of the AccessPolicy rules that list it.
 
 from __future__ import annotations
 
+from clearance_core import objects
 from clearance_core.errors import InvalidObject
 from clearance_core.fold import Affected, fold_policy
 from clearance_core.folds import FoldEvent, FoldResult
@@ -52,7 +53,8 @@ def fold(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
             before = model.policies.get(key)
             if raw is None or before is None:
                 continue
-            after, affected = fold_policy("MODIFIED", raw, before, model.type_sources)
+            after, affected = fold_policy("MODIFIED", objects.from_json(raw), before,
+                                          model.type_sources)
             if after == before:
                 continue
             tx.put_policy(key, before, after, raw)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clearance_core import narrowing, status
+from clearance_core import narrowing, objects, status
 from clearance_core.fold import fold_policy, policy_change
 from clearance_core.folds import FoldEvent, FoldResult
 from clearance_core.model import Model, Writes
@@ -13,7 +13,7 @@ from clearance_core.wire import PolicyStatus
 def fold(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
     previous = model.policies.get(event.key)
     policy, affected = fold_policy(event.type, event.obj, previous, model.type_sources)
-    obj = None if policy is None else event.obj
+    obj = None if policy is None else objects.to_json(event.obj)
     tx.put_policy(event.key, previous, policy, obj)
     tx.announce, tx.invalidate = affected, affected.copy()
     if event.precise:
@@ -28,12 +28,13 @@ def withdraw(model: Model, tx: Writes, event: FoldEvent, reason: str) -> FoldRes
     of whatever version was in force."""
     previous = model.policies.get(event.key)
     record = invalid_policy(event.obj, reason)
-    tx.put_policy(event.key, previous, record, None if record is None else event.obj)
+    obj = None if record is None else objects.to_json(event.obj)
+    tx.put_policy(event.key, previous, record, obj)
     affected = policy_change(previous, record)
     tx.announce, tx.invalidate = affected, affected.copy()
     if event.precise:
         tx.invalidate.narrow = narrowing.policy_change(model.clusters, previous, record)
-    model.set_policy(event.key, record, None if record is None else event.obj)
+    model.set_policy(event.key, record, obj)
     report_ = status.failed(event.seq, reason) if record is None else \
         report(record, model, event)
     return FoldResult("failed", [(event.ref, report_)])
