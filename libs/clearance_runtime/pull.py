@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import NamedTuple
 
 import msgspec
 import nats.errors
@@ -44,6 +45,14 @@ _TOO_LARGE = "Message Size Exceeds MaxBytes"
 #: Bytes one request may deliver (the server's max_payload, 32 MiB here, bounds a
 #: single message asked for alone).
 MAX_BYTES = 16 << 20
+
+
+class Pulled(NamedTuple):
+    """A message read and where it sits (parsed once: the reader checks the delivery
+    sequence, the caller folds by stream sequence)."""
+
+    msg: Msg
+    at: bus.Position
 
 
 class PullFailed(nats.errors.Error):
@@ -72,7 +81,7 @@ class Puller:
         self._delivered: int | None = None
         self._inbox = nc.new_inbox()
         self._sub: Subscription | None = None
-        self._ready: list[Msg] = []
+        self._ready: list[Pulled] = []
         self._arrived = asyncio.Event()
         #: Messages the outstanding request may still deliver (0: none outstanding).
         self._owed = 0
@@ -95,7 +104,7 @@ class Puller:
             sub, self._sub = self._sub, None
             await sub.unsubscribe()
 
-    async def next_batch(self, wait: float) -> list[Msg]:
+    async def next_batch(self, wait: float) -> list[Pulled]:
         """The next messages, at most ``batch`` of them, as soon as there is one; [] if
         none came within ``wait`` seconds. :class:`PullFailed` if the consumer is gone."""
         deadline = time.monotonic() + wait
@@ -154,16 +163,17 @@ class Puller:
     def _received(self, msg: Msg) -> None:
         self._owed -= 1
         try:
-            delivered = bus.position(msg).consumer_seq
+            at = bus.position(msg)
         except ValueError:
             self._failure = f"not a JetStream message on the inbox: {msg.subject}"
             return
+        delivered = at.consumer_seq
         if self._delivered is not None and delivered != self._delivered + 1:
             self._failure = (f"delivery {self._delivered + 1} was lost (the next one "
                              f"received is {delivered})")
             return
         self._delivered = delivered
-        self._ready.append(msg)
+        self._ready.append(Pulled(msg, at))
 
 
 async def open_puller(js: JetStreamContext, stream: str, config: ConsumerConfig, *,

@@ -72,9 +72,10 @@ async def read(puller: Puller, count: int, *, batch: int) -> list[int]:
         msgs = await puller.next_batch(wait=5.0)
         assert msgs, f"stalled after {len(seqs)} of {count}"
         assert len(msgs) <= batch
-        seqs += [bus.position(m).stream_seq for m in msgs]
-        assert [int(m.data) for m in msgs] == [s - 1 for s in seqs[-len(msgs):]]
-        await msgs[-1].ack()
+        seqs += [at.stream_seq for _, at in msgs]
+        assert [int(m.data) for m, _ in msgs] == [s - 1 for s in seqs[-len(msgs):]]
+        assert all(at == bus.position(m) for m, at in msgs)
+        await msgs[-1].msg.ack()
     return seqs
 
 
@@ -97,7 +98,7 @@ async def test_an_idle_stream_answers_at_once_when_an_event_comes(nc: Client) ->
         published = time.monotonic()
         await publish(nc, 1)
         msgs = await waiting
-        assert [m.data for m in msgs] == [b"0"]
+        assert [m.data for m, _ in msgs] == [b"0"]
         # The open request delivers it: no poll interval between the event and the fold.
         assert time.monotonic() - published < 1.0
 
@@ -130,7 +131,7 @@ async def test_a_message_larger_than_a_request_may_carry_comes_alone_in_its_turn
     async with reading(nc, batch=16, max_bytes=64_000) as puller:
         got: list[bytes] = []
         for _ in range(10):
-            got += [m.data[:1] for m in await puller.next_batch(wait=2.0)]
+            got += [m.data[:1] for m, _ in await puller.next_batch(wait=2.0)]
             if len(got) == 3:
                 break
         assert got == [b"0", b"1", b"2"]  # in order, none skipped, the large one whole

@@ -29,7 +29,7 @@ from nats.js.errors import NotFoundError
 from clearance_compiler.folder import Folder
 from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS
 from clearance_runtime import bus, health, logs, metrics, retries
-from clearance_runtime.pull import Puller, open_puller
+from clearance_runtime.pull import Pulled, Puller, open_puller
 from clearance_runtime.state import StateStore
 
 log = logs.get(__name__)
@@ -131,15 +131,14 @@ class Compiler:
             self._folder.reset()
             self._unacked = None
 
-    async def _fold_batch(self, msgs: list[Msg]) -> bool:
+    async def _fold_batch(self, msgs: list[Pulled]) -> bool:
         """Fold one batch read, then commit it: in the background while more events wait
         (the next read folds during the commit), else at once. False if the store lost
         this loop's state."""
         # Folded in memory in order, committed in one fenced script call with the
         # checkpoint at its last event, then acknowledged.
         lag = 0
-        for msg in msgs:
-            where = bus.position(msg)
+        for msg, where in msgs:
             lag = where.pending
             if where.stream_seq > self._position:
                 await self._folder.fold(where.stream_seq, msg.data, where.stored_ms,
@@ -149,7 +148,7 @@ class Compiler:
         if not await self._in_sync():
             log.warning("compiled_state_lost", position=self._position)
             return False
-        self._unacked = msgs[-1] if msgs else None
+        self._unacked = msgs[-1].msg if msgs else None
         if lag > 0:
             await self._folder.send()
         else:

@@ -114,8 +114,8 @@ class Ledger:
                                     pending=pending)
                         break
                     continue
-                for msg in msgs:
-                    pending = bus.position(msg).pending
+                for msg, at in msgs:
+                    pending = at.pending
                     self._load_one(msg)
         finally:
             await puller.stop()
