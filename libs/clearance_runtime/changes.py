@@ -136,13 +136,16 @@ class Transaction(InheritWrites):
     def seal(self, *, kind: str = "", published_ms: int | None = None) -> list[tuple[Any, ...]]:
         """The event's commands, its change record appended (with the mirrored fields
         they write): everything to commit for it but the checkpoint."""
-        record = ChangeRecord(revision=self.seq, invalidate=Scope.of(self.invalidate),
-                              announce=Scope.of(self.announce), kind=kind,
-                              published_ms=published_ms)
+        invalidate = Scope.of(self.invalidate)
+        # Most changes drop exactly the entries of whom they announce: one Scope for both.
+        announce = invalidate if self.announce == self.invalidate else Scope.of(self.announce)
+        record = ChangeRecord(revision=self.seq, invalidate=invalidate, announce=announce,
+                              kind=kind, published_ms=published_ms)
         commands = self._pipe.commands
+        # JSON is UTF-8 text: it travels as a str, with no msgpack head to build for it.
         commands.append(("XADD", keys.CHANGES, f"{self.seq}-0", "r",
-                         as_str(_json.encode(record)),
-                         "w", as_str(_json.encode(mirrored_writes(commands)))))
+                         _json.encode(record).decode(),
+                         "w", _json.encode(mirrored_writes(commands)).decode()))
         return commands
 
     def put_policy(
@@ -164,7 +167,7 @@ class Transaction(InheritWrites):
         if obj is None:
             self._pipe.hdel(keys.POLICY_OBJECTS, key)
         else:
-            self._pipe.hset(keys.POLICY_OBJECTS, key, obj)
+            self._pipe.hset(keys.POLICY_OBJECTS, key, obj.decode())  # JSON: UTF-8 text
 
     def put_source(self, key: str, new: CompiledSource | None) -> None:
         """One MetricSource as declared (``None``: deleted or invalid)."""
@@ -184,7 +187,7 @@ class Transaction(InheritWrites):
         if labels is None:
             self._pipe.hdel(keys.CLUSTERS, name)
         else:
-            self._pipe.hset(keys.CLUSTERS, name, _json.encode(labels))
+            self._pipe.hset(keys.CLUSTERS, name, _json.encode(labels).decode())
 
     def put_rbac(self, seq: int, key: str, value: Role | Binding | None) -> None:
         """A Role, ClusterRole or binding, compiled (``None``: deleted or invalid), with
@@ -219,7 +222,7 @@ class Transaction(InheritWrites):
         if users is None:
             self._pipe.hdel(keys.GROUPS, name)
         else:
-            self._pipe.hset(keys.GROUPS, name, _json.encode(users))
+            self._pipe.hset(keys.GROUPS, name, _json.encode(users).decode())
 
 
 def _index_keys(policy: CompiledPolicy | None) -> set[str]:

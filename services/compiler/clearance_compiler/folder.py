@@ -127,7 +127,11 @@ class Folder:
         message = _Message(seq, data, published_ms, pending)
         self._messages.append(message)
         self._bytes += len(data)
-        await self._fold(message)
+        if self._model is None:
+            self._model = await self._store.load_model()
+        failed = self._fold(message, self._model)
+        if failed is not None:
+            await self._failed(*failed)
         if self._bytes >= BATCH_BYTES:
             await self.commit()
 
@@ -184,9 +188,15 @@ class Folder:
         # visible part of folding a backlog.
         for (kind, outcome), count in Counter((i.kind, i.outcome) for i in items).items():
             metrics.EVENTS_COMPILED.labels(kind=kind, outcome=outcome).inc(count)
+        publish = self._nc.publish
         for item in items:
             for status_ref, body in item.statuses:
-                await self._publish_status(status_ref, body)
+                # Inline (no coroutine per status): a fleet's rebuild publishes thousands.
+                subject = status_subject(status_ref)
+                try:
+                    await publish(subject, _encode(body))
+                except Exception as exc:
+                    log.warning("status_publish_failed", subject=subject, error=str(exc))
 
     def _decode(self, message: _Message) -> FoldEvent | None:
         """The event to fold (None: malformed, logged and counted)."""
@@ -209,34 +219,37 @@ class Folder:
         self._published_ms = published_ms
         return FoldEvent(message.seq, event.type, event.object, ref, now, precise=not behind)
 
-    async def _fold(self, message: _Message) -> None:
-        """Fold one message into the batch."""
+    def _fold(self, message: _Message, model: Model) -> tuple[FoldEvent, Exception] | None:
+        """Fold one message into the batch (synchronous: folds are pure, and a backlog
+        folds thousands of events between two awaits); the event and its error if its
+        object failed."""
         folding = self._decode(message)
         if folding is None:
             with self._batch.event(message.seq, published_ms=message.published_ms):
                 pass  # the revision moves past it all the same
             self._folded.append(_Folded("unknown", "malformed", []))
-            return
+            return None
         try:
-            result = await self._batched(folding)
+            result = self._batched(folding, model)
         except Exception as exc:
-            if is_transient(exc):
-                self.reset()
-                raise
-            # Its writes are not in the batch, but the model may hold half of them: the
-            # events before it are committed first, then it is withdrawn on its own
-            # (``_object_failed`` reloads the model).
-            self._messages.pop()
-            await self.commit()
-            result = await self._object_failed(folding, exc)
-            self.committed = folding.seq
-            await self._report(_Folded(folding.ref.kind, result.outcome, result.statuses))
-            return
+            return folding, exc
         self._folded.append(_Folded(folding.ref.kind, result.outcome, result.statuses))
+        return None
 
-    async def _batched(self, event: FoldEvent) -> FoldResult:
-        if self._model is None:
-            self._model = await self._store.load_model()
+    async def _failed(self, folding: FoldEvent, exc: Exception) -> None:
+        """An object failed while folded into the batch. Its writes are not in the
+        batch, but the model may hold half of them: the events before it are committed
+        first, then it is withdrawn on its own (``_object_failed`` reloads the model)."""
+        if is_transient(exc):
+            self.reset()
+            raise exc
+        self._messages.pop()
+        await self.commit()
+        result = await self._object_failed(folding, exc)
+        self.committed = folding.seq
+        await self._report(_Folded(folding.ref.kind, result.outcome, result.statuses))
+
+    def _batched(self, event: FoldEvent, model: Model) -> FoldResult:
         spec = REGISTRY[event.ref.kind]
         with self._batch.event(event.seq, kind=event.ref.kind,
                                published_ms=self._published_ms) as tx:
@@ -244,8 +257,8 @@ class Folder:
                 # Kinds carried on the stream that no fold compiles (CRDs) still
                 # advance the revision.
                 return FoldResult("ignored")
-            result = spec.fold(self._model, tx, event)
-            reach_members(self._model, tx)
+            result = spec.fold(model, tx, event)
+            reach_members(model, tx)
             return result
 
     async def _fold_alone(self, message: _Message) -> None:
@@ -315,10 +328,3 @@ class Folder:
             statuses = [(event.ref, status.failed(event.seq, reason))] \
                 if event.ref.kind in ("monitoraccesspolicy", "accesspolicy") else []
             return FoldResult("failed", statuses)
-
-    async def _publish_status(self, ref: ObjectRef, body: PolicyStatus) -> None:
-        subject = status_subject(ref)
-        try:
-            await self._nc.publish(subject, _encode(body))
-        except Exception as exc:
-            log.warning("status_publish_failed", subject=subject, error=str(exc))
