@@ -106,3 +106,52 @@ def test_calls_in_one_script_do_what_they_do_one_by_one(
     together = [int(n) for n in valkey.register_script(APPLY)(args=[pack_calls(calls)])]
     assert together == one_by_one
     assert _dump(valkey) == expected
+
+
+def _without(state: dict[Any, Any], gone: set[bytes], sets: set[bytes]) -> dict[Any, Any]:
+    """``state`` once the entries ``gone`` and the index sets ``sets`` are deleted (the
+    other sets keep their members: dangling ones are the sweep's)."""
+    out = {key: value for key, value in state.items() if key not in gone | sets}
+    if keys.CACHE_ALL.encode() in out:
+        kept = [k for k in out[keys.CACHE_ALL.encode()] if k not in gone]
+        out[keys.CACHE_ALL.encode()] = kept
+        if not kept:
+            del out[keys.CACHE_ALL.encode()]
+    return out
+
+
+@settings(max_examples=120, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cache=entries, subjects=st.lists(st.sampled_from(SUBJECTS), max_size=5, unique=True))
+def test_invalidating_whole_subjects_deletes_exactly_their_entries_and_sets(
+        valkey: redis.Redis, cache: list[Any], subjects: list[str]) -> None:
+    _fill(valkey, cache, compiled=5, applied=0)
+    before = _dump(valkey)
+    removed = int(valkey.register_script(INVALIDATE)(keys=subjects, args=["3", "0", "0", "0"]))
+    gone = {f"{keys.ENTRY_PREFIX}{n}".encode() for n, (_, _, held) in enumerate(cache)
+            if held & set(subjects)}
+    expected = _without(before, gone, {s.encode() for s in subjects})
+    expected[keys.INVALIDATED_REV.encode()] = b"3"
+    assert removed == len(gone)
+    assert _dump(valkey) == expected
+
+
+def test_thousands_of_subjects_and_entries_go_in_chunks(valkey: redis.Redis) -> None:
+    # More sets and entries than one variadic call may take in Lua (unpack's limit is a
+    # few thousand values): 2,500 users, each with its own entry and one shared by all.
+    valkey.flushall()
+    valkey.set(keys.REV, 9)
+    users = [keys.cache_by_user(f"u{n}") for n in range(2500)]
+    shared = f"{keys.ENTRY_PREFIX}shared"
+    valkey.set(shared, b"x")
+    for n, index in enumerate(users):
+        own = f"{keys.ENTRY_PREFIX}{n}"
+        valkey.set(own, b"x")
+        valkey.zadd(keys.CACHE_ALL, {own: 0, shared: 0})
+        valkey.sadd(index, own, shared)
+    valkey.sadd(keys.cache_by_group("kept"), shared)
+    removed = int(valkey.register_script(INVALIDATE)(keys=users, args=["9", "0", "0", "0"]))
+    assert removed == 2501
+    assert sorted(valkey.keys("*")) == sorted(
+        [keys.REV.encode(), keys.INVALIDATED_REV.encode(),
+         keys.cache_by_group("kept").encode()])
