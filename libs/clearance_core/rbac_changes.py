@@ -12,7 +12,7 @@ before applying a change, whose answers the change can alter:
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping
 
 from clearance_core.fold import Affected
@@ -27,6 +27,8 @@ class RbacModel:
         self.roles: dict[RoleKey, Role] = {}
         self.bindings: dict[str, Binding] = {}
         self._by_role: dict[RoleKey, set[str]] = defaultdict(set)
+        #: group -> how many bindings name it: a Group change asks on every event.
+        self._by_group: Counter[str] = Counter()
         # The ClusterRoles with an aggregationRule (few): a ClusterRole change looks for
         # its aggregators among these only, not among every role (quadratic in a fleet).
         self._aggregating: dict[RoleKey, Role] = {}
@@ -55,9 +57,15 @@ class RbacModel:
         old = self.bindings.pop(key, None)
         if old is not None:
             self._by_role[old.role_key].discard(key)
+            self._by_group.subtract(binding_subjects(old)[1])
         if binding is not None:
             self.bindings[key] = binding
             self._by_role[binding.role_key].add(key)
+            self._by_group.update(binding_subjects(binding)[1])
+
+    def binds_group(self, group: str) -> bool:
+        """Whether a RoleBinding or ClusterRoleBinding names the group."""
+        return self._by_group[group] > 0
 
     def _aggregators(self, roles: list[Role]) -> set[RoleKey]:
         """ClusterRoles aggregating any of ``roles``, transitively."""

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clearance_core.fold import Affected
-from clearance_core.rbac import Role, RoleKey, parse_binding, parse_role
+from clearance_core.rbac import Role, RoleKey, binding_subjects, parse_binding, parse_role
 from clearance_core.rbac_changes import RbacModel
 from tests.unit.test_rbac import cr, crb
 
@@ -66,3 +66,27 @@ def test_a_clusterrole_change_affects_what_a_search_of_every_role_finds(
     assert model.affected_by_role(new.key, new).users == naive(model, new.key, new).users
     gone = RoleKey("ClusterRole", "", change[0])
     assert model.affected_by_role(gone, None).users == naive(model, gone, None).users
+
+
+GROUPS = ("ops", "dev", "a:b, c*")
+BINDINGS = st.lists(st.tuples(
+    st.sampled_from(("b1", "b2", "b3")),
+    st.none() | st.lists(st.sampled_from(GROUPS), max_size=3)), max_size=12)
+
+
+@settings(max_examples=300)
+@given(steps=BINDINGS)
+def test_whether_a_binding_names_a_group_is_what_a_search_of_every_binding_finds(
+        steps: list[tuple[str, list[str] | None]]) -> None:
+    # A Group change asks this on every event: it is counted, not searched.
+    model = RbacModel()
+    for name, groups in steps:
+        key = f"ClusterRoleBinding//{name}"
+        if groups is None:
+            model.put_binding(key, None)
+        else:
+            model.put_binding(key, parse_binding(
+                crb(name, "view", *(f"Group:{g}" for g in groups), "User:someone")))
+        for group in GROUPS:
+            assert model.binds_group(group) == any(
+                group in binding_subjects(b)[1] for b in model.bindings.values())

@@ -27,7 +27,6 @@ from clearance_core.folds import FoldEvent, FoldResult
 from clearance_core.folds.accesspolicies import follow
 from clearance_core.inherit_index import ClusterChanged, ClusterSetChanged
 from clearance_core.model import Model, Writes
-from clearance_core.rbac import binding_subjects
 
 
 def fold_cluster_event(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
@@ -117,16 +116,11 @@ def fold_group_event(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
             if event.precise and not model.rules_name_group(name):
                 tx.invalidate.narrow = narrowing.membership_change(
                     model.clusters, model.policies_naming_group(name))
-        if decides or _bound(model, name):
+        if decides or model.rbac.binds_group(name):
+            # Reviews read the bindings naming it: announced, though no check changes.
             tx.announce = affected
     if users is None:
         model.groups.pop(name, None)
     else:
         model.groups[name] = users
     return FoldResult(outcome)
-
-
-def _bound(model: Model, group: str) -> bool:
-    """Whether a RoleBinding or ClusterRoleBinding names the group (reviews read it)."""
-    return any(group in binding_subjects(binding)[1]
-               for binding in model.rbac.bindings.values())
