@@ -304,6 +304,9 @@ async def main() -> None:
     parser.add_argument("--no-freshness", action="store_true",
                         help="skip freshness, precision and scale-out (bench/freshness.py, "
                              "about 2 min)")
+    parser.add_argument("--no-rebuild", action="store_true",
+                        help="skip the rebuild of 100,000 objects (bench/rebuild.py, "
+                             "about 30 s)")
     parser.add_argument("--compile-backlog", action="store_true",
                         help="measure how fast a fleet already on the stream compiles, "
                              "and nothing else")
@@ -364,6 +367,11 @@ async def main() -> None:
 
         results["freshness"] = await freshness.measure_all(args.seconds)
         print(freshness.report(results["freshness"]))
+    if not args.rbac_only and not args.no_rebuild:
+        import rebuild  # noqa: PLC0415 - as freshness
+
+        results["rebuild"] = await rebuild.measure()
+        print(rebuild.report(results["rebuild"]))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 
