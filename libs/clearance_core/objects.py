@@ -84,7 +84,9 @@ def texts(value: Any, where: str) -> list[str]:
         return []
     if not isinstance(value, list):
         raise InvalidObject(f"{where} must be a list of strings, not {_describe(value)}")
-    return [text(entry, f"{where}[{index}]")
+    # Strings as they are; only another entry's place is spelled out (a Group lists
+    # thousands of users, and naming each one's place cost more than the rest).
+    return [entry if type(entry) is str else text(entry, f"{where}[{index}]")
             for index, entry in enumerate(value) if entry is not None]
 
 

@@ -38,12 +38,6 @@ class Scope(msgspec.Struct, kw_only=True):
     #: Group membership change: ``clearance_core.narrowing``).
     narrow: Narrow | None = None
 
-    @classmethod
-    def of(cls, affected: Affected) -> Scope:
-        return cls(users=sorted(affected.users), groups=sorted(affected.groups),
-                   clusters=sorted(affected.clusters), all=affected.all,
-                   within=sorted(affected.within), narrow=affected.narrow)
-
     def __bool__(self) -> bool:
         return bool(self.users or self.groups or self.clusters or self.all)
 
@@ -62,23 +56,33 @@ class ChangeRecord(msgspec.Struct, kw_only=True):
     published_ms: int | None = None
 
 
+class _RecordOut(msgspec.Struct, kw_only=True):
+    """A :class:`ChangeRecord` as the compiler writes it: the fold's ``Affected`` sets
+    as they are (fields named and ordered as :class:`Scope`'s), sorted by the encoder
+    (``_record_json``). Building a Scope of sorted lists for each was a visible part of
+    folding a backlog."""
+
+    revision: int
+    invalidate: Affected
+    announce: Affected
+    kind: str
+    published_ms: int | None
+
+
+_record_json = msgspec.json.Encoder(order="deterministic").encode
+
+
 #: The hashes a decision replica mirrors (:mod:`.mirror`): everything a check's snapshot
 #: reads. Policy indexes and Group memberships are derived from them by the mirror.
 MIRRORED = frozenset({keys.POLICIES, keys.GROUPS, keys.CLUSTERS, keys.EFFECTIVE,
                       keys.SOURCES, keys.ACCESS_POLICIES})
 _EFFECTIVE_IN = keys.prefix(keys.effective_in)
+_MEMBER_OF = keys.prefix(keys.member_of)
 
 
-def mirrored_writes(commands: list[tuple[Any, ...]]) -> list[tuple[str, str]]:
-    """(hash, field) of every mirrored field the commands write, once each, in order: the
-    change record's ``w`` field, which a mirror re-reads to follow the change exactly."""
-    seen: dict[tuple[str, str], None] = {}
-    for command in commands:
-        if command[0] in ("HSET", "HDEL"):
-            key = command[1]
-            if key in MIRRORED or key.startswith(_EFFECTIVE_IN):
-                seen[key, command[2]] = None
-    return list(seen)
+def is_mirrored(key: str) -> bool:
+    """Whether a mirror follows the hash ``key``."""
+    return key in MIRRORED or key.startswith(_EFFECTIVE_IN)
 
 
 def word(value: Any) -> Any:
@@ -101,15 +105,22 @@ class _Recorder:
 
     def __init__(self) -> None:
         self.commands: list[tuple[Any, ...]] = []
+        #: (hash, field) of every mirrored field written, once each, in order: the
+        #: change record's ``w`` field, which a mirror re-reads to follow the change.
+        self.mirrored: dict[tuple[str, str], None] = {}
 
     def set(self, key: str, value: Any) -> None:
         self.commands.append(("SET", key, word(value)))
 
     def hset(self, key: str, field: str, value: Any) -> None:
         self.commands.append(("HSET", key, field, word(value)))
+        if is_mirrored(key):
+            self.mirrored[key, field] = None
 
     def hdel(self, key: str, field: str) -> None:
         self.commands.append(("HDEL", key, field))
+        if is_mirrored(key):
+            self.mirrored[key, field] = None
 
     def sadd(self, key: str, member: str) -> None:
         self.commands.append(("SADD", key, member))
@@ -136,16 +147,13 @@ class Transaction(InheritWrites):
     def seal(self, *, kind: str = "", published_ms: int | None = None) -> list[tuple[Any, ...]]:
         """The event's commands, its change record appended (with the mirrored fields
         they write): everything to commit for it but the checkpoint."""
-        invalidate = Scope.of(self.invalidate)
-        # Most changes drop exactly the entries of whom they announce: one Scope for both.
-        announce = invalidate if self.announce == self.invalidate else Scope.of(self.announce)
-        record = ChangeRecord(revision=self.seq, invalidate=invalidate, announce=announce,
-                              kind=kind, published_ms=published_ms)
+        record = _RecordOut(revision=self.seq, invalidate=self.invalidate,
+                            announce=self.announce, kind=kind, published_ms=published_ms)
         commands = self._pipe.commands
         # JSON is UTF-8 text: it travels as a str, with no msgpack head to build for it.
         commands.append(("XADD", keys.CHANGES, f"{self.seq}-0", "r",
-                         _json.encode(record).decode(),
-                         "w", _json.encode(mirrored_writes(commands)).decode()))
+                         _record_json(record).decode(),
+                         "w", _json.encode(list(self._pipe.mirrored)).decode()))
         return commands
 
     def put_policy(
@@ -215,10 +223,10 @@ class Transaction(InheritWrites):
 
     def put_group(self, name: str, previous: list[str] | None, users: list[str] | None) -> None:
         old, new = set(previous or ()), set(users or ())
-        for user in old - new:
-            self._pipe.srem(keys.member_of(user), name)
-        for user in new - old:
-            self._pipe.sadd(keys.member_of(user), name)
+        # One command per member: built in place (a Group lists thousands).
+        commands = self._pipe.commands
+        commands += [("SREM", f"{_MEMBER_OF}{user}", name) for user in old - new]
+        commands += [("SADD", f"{_MEMBER_OF}{user}", name) for user in new - old]
         if users is None:
             self._pipe.hdel(keys.GROUPS, name)
         else:
