@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +120,9 @@ async def stop_task(task: asyncio.Task[None], *, attempts: int = 20) -> None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 task.result()
             return
-    raise RuntimeError(f"{task.get_name()} ignored {attempts} cancellations")
+    # Where it is stuck, for the failure's report (which service, awaiting what).
+    task.print_stack(file=sys.stderr)
+    raise RuntimeError(f"{task.get_name()} ignored {attempts} cancellations: {task.get_coro()}")
 
 
 def cluster(name: str, **labels: str) -> dict[str, Any]:
