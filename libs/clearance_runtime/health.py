@@ -23,6 +23,19 @@ STALE_AFTER_MS = 5000
 DEFAULT_TIMEOUT_MS = 2000
 
 
+def stop_if_asked() -> None:
+    """Raise ``CancelledError`` if the current task was asked to stop.
+
+    On Python 3.11 ``asyncio.wait_for`` inside a client (redis-py, nats-py) can lose a
+    cancellation that arrives with its reply; the task's ``cancelling()`` count still
+    says it was asked. A loop in a TaskGroup then ran on while its group waited for it
+    (the group cancels each child once): a stop that never ended. Every service loop
+    calls this once a turn (``beat`` does)."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 async def beat(redis: aioredis.Redis, service: str, revision: int, *, lag: int = 0,
                consumer: str | None = None) -> None:
     """Report the service alive at ``revision``, ``lag`` events behind its input (read
@@ -34,13 +47,8 @@ async def beat(redis: aioredis.Redis, service: str, revision: int, *, lag: int =
         mapping={"revision": revision, "heartbeat": int(time.time() * 1000), "lag": lag},
     )
     probes.beat(service, revision, lag)
-    # Every service loop beats, so this is where a stop that was swallowed is honoured:
-    # on Python 3.11 ``asyncio.wait_for`` inside a client (redis-py, nats-py) can lose a
-    # cancellation that arrives with its reply, and a loop in a TaskGroup (the watcher's
-    # heartbeat) then ran on while its group waited for it — a stop that never ended.
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
+    # Every service loop beats, so this is where a stop that was swallowed is honoured.
+    stop_if_asked()
     metrics.REVISION.labels(service=service).set(revision)
     if consumer is not None:
         metrics.CONSUMER_LAG.labels(service=service, consumer=consumer).set(lag)

@@ -32,7 +32,7 @@ import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
-from clearance_runtime import logs, probes, retries
+from clearance_runtime import health, logs, probes, retries
 
 log = logs.get(__name__)
 BUCKET = "CLEARANCE_LEASES"
@@ -83,6 +83,7 @@ class Lease:
 
     async def _acquire(self, kv: KeyValue) -> int:
         while True:
+            health.stop_if_asked()
             probes.beat(self._service, 0, 0)  # a standby is alive, just not active
             try:
                 self._last = await kv.create(self.name, self.holder.encode())
@@ -98,6 +99,7 @@ class Lease:
         renewed = loop.time()
         self._last = revision
         while True:
+            health.stop_if_asked()  # an update may have swallowed a stop
             await asyncio.sleep(self._renew)
             try:
                 # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a

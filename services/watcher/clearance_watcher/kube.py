@@ -45,7 +45,7 @@ from kubernetes_asyncio.client import ApiException
 from clearance_core.errors import ClearanceError
 from clearance_core.registry import WATCHED
 from clearance_core.wire import EventType
-from clearance_runtime import kubeclient, logs, retries
+from clearance_runtime import health, kubeclient, logs, retries
 from clearance_watcher.ledger import Sink
 
 log = logs.get(__name__)
@@ -120,6 +120,7 @@ class KubeSource:
 
     async def _follow(self, cur: _Cursor) -> None:
         while True:
+            health.stop_if_asked()  # a publish in the session may have swallowed a stop
             await retries.forever("kubernetes", functools.partial(self._session, cur),
                                   on=retries.any_error, backoff=retries.FAILURE,
                                   kind=cur.kind)

@@ -21,7 +21,7 @@ import yaml
 from clearance_core.errors import InvalidObject
 from clearance_core.kinds import ref_of
 from clearance_core.registry import WATCHED
-from clearance_runtime import logs, metrics
+from clearance_runtime import health, logs, metrics
 from clearance_watcher.ledger import Sink
 
 log = logs.get(__name__)
@@ -112,6 +112,7 @@ class ManifestSource:
     async def run(self) -> None:
         log.info("manifests_watching", directory=str(self._dir))
         while True:
+            health.stop_if_asked()  # a publish may have swallowed a stop
             if await asyncio.to_thread(self.scan):
                 await self._sink.sync(self.snapshot(), kinds=WATCHED.keys())
             await asyncio.sleep(self._poll)

@@ -56,7 +56,7 @@ from clearance_core.wire import (
     PolicyStatus,
     PolicyStatusRequest,
 )
-from clearance_runtime import logs, metrics, retries
+from clearance_runtime import health, logs, metrics, retries
 from clearance_watcher import kube
 from clearance_watcher.ledger import Ledger
 
@@ -222,7 +222,7 @@ class StatusWriter:
         async def ask() -> PolicyStatus | None:
             msg = await self._nc.request(SUBJECT_POLICY_STATUS, request,
                                          timeout=ASK_TIMEOUT_MS / 1000 + 5)
-            _still_running()
+            health.stop_if_asked()
             return _reply(msg.data, ref)
 
         return await retries.forever("policy-status", ask, on=_retry_ask,
@@ -250,13 +250,6 @@ class StatusWriter:
                  observed_generation=status.get("observedGeneration"))
         return _status_of(obj)
 
-
-def _still_running() -> None:
-    """nats-py waits with ``asyncio.wait_for``, which on Python 3.11 returns the reply
-    and swallows a cancellation that arrives with it: a stop would then never end."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
 
 
 def _reply(data: bytes, ref: ObjectRef) -> PolicyStatus | None:
