@@ -82,8 +82,10 @@ class Lease:
         return await retries.forever("lease bucket", bucket, lease=self.name)
 
     async def _acquire(self, kv: KeyValue) -> int:
+        # No stop_if_asked() here: this runs in the task that owned the TaskGroup of a
+        # lease just lost, and Python 3.11's TaskGroup leaves that task's cancelling()
+        # count raised when a child (``_keep``: LeaseLost) fails while it exits.
         while True:
-            health.stop_if_asked()
             probes.beat(self._service, 0, 0)  # a standby is alive, just not active
             try:
                 self._last = await kv.create(self.name, self.holder.encode())
