@@ -4,7 +4,8 @@ On Python 3.11 ``asyncio.wait_for`` inside redis-py or nats-py can lose a cancel
 that arrives together with its reply. A loop inside a TaskGroup (the watcher's heartbeat)
 then ran on while the group waited for it, and ``clearance run`` never stopped. Every
 service loop now honours, once a turn, a cancellation its task still carries
-(``health.stop_if_asked``: the beat, the manifest and Kubernetes watch loops, the lease).
+(``health.stop_if_asked``: the beat, the manifest and Kubernetes watch loops, the lease's
+renewal).
 """
 
 from __future__ import annotations
