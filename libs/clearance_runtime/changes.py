@@ -72,6 +72,12 @@ class _RecordOut(msgspec.Struct, kw_only=True):
 _record_json = msgspec.json.Encoder(order="deterministic").encode
 
 
+def _json_text(value: Any) -> str:
+    """``value`` as JSON, as a command word: JSON is UTF-8 text, so it travels as a str,
+    with no msgpack head to build for it (``word``)."""
+    return _json.encode(value).decode()
+
+
 #: The hashes a decision replica mirrors (:mod:`.mirror`): everything a check's snapshot
 #: reads. Policy indexes and Group memberships are derived from them by the mirror.
 MIRRORED = frozenset({keys.POLICIES, keys.GROUPS, keys.CLUSTERS, keys.EFFECTIVE,
@@ -150,10 +156,9 @@ class Transaction(InheritWrites):
         record = _RecordOut(revision=self.seq, invalidate=self.invalidate,
                             announce=self.announce, kind=kind, published_ms=published_ms)
         commands = self._pipe.commands
-        # JSON is UTF-8 text: it travels as a str, with no msgpack head to build for it.
         commands.append(("XADD", keys.CHANGES, f"{self.seq}-0", "r",
                          _record_json(record).decode(),
-                         "w", _json.encode(list(self._pipe.mirrored)).decode()))
+                         "w", _json_text(list(self._pipe.mirrored))))
         return commands
 
     def put_policy(
@@ -175,7 +180,7 @@ class Transaction(InheritWrites):
         if obj is None:
             self._pipe.hdel(keys.POLICY_OBJECTS, key)
         else:
-            self._pipe.hset(keys.POLICY_OBJECTS, key, obj.decode())  # JSON: UTF-8 text
+            self._pipe.hset(keys.POLICY_OBJECTS, key, obj.decode())  # JSON text, as _json_text
 
     def put_source(self, key: str, new: CompiledSource | None) -> None:
         """One MetricSource as declared (``None``: deleted or invalid)."""
@@ -195,7 +200,7 @@ class Transaction(InheritWrites):
         if labels is None:
             self._pipe.hdel(keys.CLUSTERS, name)
         else:
-            self._pipe.hset(keys.CLUSTERS, name, _json.encode(labels).decode())
+            self._pipe.hset(keys.CLUSTERS, name, _json_text(labels))
 
     def put_rbac(self, seq: int, key: str, value: Role | Binding | None) -> None:
         """A Role, ClusterRole or binding, compiled (``None``: deleted or invalid), with
@@ -230,7 +235,7 @@ class Transaction(InheritWrites):
         if users is None:
             self._pipe.hdel(keys.GROUPS, name)
         else:
-            self._pipe.hset(keys.GROUPS, name, _json.encode(users).decode())
+            self._pipe.hset(keys.GROUPS, name, _json_text(users))
 
 
 def _index_keys(policy: CompiledPolicy | None) -> set[str]:
