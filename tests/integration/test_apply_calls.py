@@ -155,3 +155,26 @@ def test_thousands_of_subjects_and_entries_go_in_chunks(valkey: redis.Redis) -> 
     assert sorted(valkey.keys("*")) == sorted(
         [keys.REV.encode(), keys.INVALIDATED_REV.encode(),
          keys.cache_by_group("kept").encode()])
+
+
+def test_a_failing_call_keeps_what_the_calls_before_it_did(valkey: redis.Redis) -> None:
+    # The revision is read once and written once per script call: when the third call
+    # fails (its index key holds a string), the revision is still where the second left
+    # it, and the entries the first two deleted stay deleted; the third's never went.
+    valkey.flushall()
+    valkey.set(keys.REV, 9)
+    for user in ("a", "b", "c"):
+        entry = f"{keys.ENTRY_PREFIX}{user}"
+        valkey.set(entry, b"x")
+        valkey.sadd(keys.cache_by_user(user), entry)
+    valkey.set(keys.cache_by_user("broken"), b"not a set")
+    calls: list[Call] = [
+        ("i", [keys.cache_by_user("a")], ["4", "0", "0", "0"]),
+        ("i", [keys.cache_by_user("b")], ["5", "0", "0", "4"]),
+        ("i", [keys.cache_by_user("broken"), keys.cache_by_user("c")], ["6", "0", "0", "5"]),
+    ]
+    with pytest.raises(redis.exceptions.ResponseError, match="WRONGTYPE"):
+        valkey.register_script(APPLY)(args=[pack_calls(calls)])
+    assert valkey.get(keys.INVALIDATED_REV) == b"5"
+    assert not valkey.exists(f"{keys.ENTRY_PREFIX}a", f"{keys.ENTRY_PREFIX}b")
+    assert valkey.exists(f"{keys.ENTRY_PREFIX}c")
