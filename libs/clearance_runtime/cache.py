@@ -16,7 +16,6 @@ marker: no entry is served while the compiled state is lost or being rebuilt).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -35,23 +34,30 @@ _pack = msgspec.msgpack.Encoder().encode
 #: Stores per script call at most (each a few entries: a bound on one script's time).
 STORE_CHUNK = 64
 
+#: The server's time in milliseconds, in Lua.
+_NOW_MS = "(function() local t = redis.call('TIME') " \
+          "return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) end)()"
+
 # Memory layout (see keys.py): only cache entries carry a TTL, so under Valkey's
 # ``volatile-*`` eviction they are the only keys that can be evicted. Index sets carry no
 # TTL: an evicted index would leave live entries no invalidation can reach (a stale
 # allow), while an evicted entry only leaves a dangling index member, which SWEEP removes.
-# ARGV[1]: msgpack [now, [[state, [[key, blob, ttl, [index...]]...]]...]]: groups of
-# entries computed from one state each (checkpoint@build). A group is written only if
+# ARGV[1]: msgpack [[state, [[key, blob, ttl, [index...]]...]]...]: groups of entries
+# computed from one state each (checkpoint@build). A group is written only if
 # the compiled state is still that one (the fence, per group: stores of concurrent
 # requests travel together, but each is fenced on the state it was computed from). One
 # packed argument, not one per field: the Redis client's per-argument work was a
-# visible part of a cache miss.
+# visible part of a cache miss. ``clr:dci:all`` scores each entry with its expiry by the
+# server's clock, the one its PX follows: the invalidator skips its work when that set
+# is empty, and the "all" invalidation deletes what it lists, so it must list every live
+# entry, whatever the clocks of the decision hosts say.
 _PUT = f"""
 local built = redis.call('GET', '{keys.BUILT}') or ''
 local state = (redis.call('GET', '{keys.REV}') or '0') .. '@' .. built
-local call = cmsgpack.unpack(ARGV[1])
-local now = call[1]
+local groups = cmsgpack.unpack(ARGV[1])
+local now = {_NOW_MS}
 local stored = {{}}
-for _, group in ipairs(call[2]) do
+for _, group in ipairs(groups) do
   local written = 0
   if group[1] == state then
     for _, entry in ipairs(group[2]) do
@@ -68,6 +74,14 @@ for _, group in ipairs(call[2]) do
 end
 return stored
 """
+
+#: Forgets the members of ``clr:dci:all`` whose entry has expired (by the server's clock,
+#: as the entries' PX) and counts the rest.
+_SIZE = f"""
+redis.call('ZREMRANGEBYSCORE', '{keys.CACHE_ALL}', '-inf', {_NOW_MS})
+return redis.call('ZCARD', '{keys.CACHE_ALL}')
+"""
+
 
 class Entry(msgspec.Struct, frozen=True):
     key: str
@@ -118,6 +132,7 @@ class DecisionCache:
         self._stores: Coalescer[tuple[str, Sequence[Entry]], int] = Coalescer(
             self._store_many, chunk=STORE_CHUNK)
         self._clear = redis.register_script(INVALIDATE)
+        self._size = redis.register_script(_SIZE)
         # One MGET may carry every lookup of an iteration: no script holds the store.
         self._lookups: Coalescer[Sequence[str], Looked] = Coalescer(self._mget, chunk=1 << 30)
         self.hits = 0
@@ -158,9 +173,9 @@ class DecisionCache:
         return await self._stores.submit((compiled_revision, entries))
 
     async def _store_many(self, groups: Sequence[tuple[str, Sequence[Entry]]]) -> list[int]:
-        packed = _pack([int(time.time() * 1000), [
+        packed = _pack([
             [state, [[e.key, as_str(e.blob), e.ttl_ms, e.indexes] for e in entries]]
-            for state, entries in groups]])
+            for state, entries in groups])
         try:
             return [int(n) for n in await self._put(args=[packed])]
         except redis.exceptions.ResponseError as exc:
@@ -185,6 +200,4 @@ class DecisionCache:
             await self._r.hincrby(keys.STATS, "misses", misses)
 
     async def entries(self) -> int:
-        now = int(time.time() * 1000)
-        await self._r.zremrangebyscore(keys.CACHE_ALL, "-inf", now)
-        return int(await self._r.zcard(keys.CACHE_ALL))
+        return int(await self._size())

@@ -91,21 +91,20 @@ local function kept(k)
   return after ~= nil and type(head[2]) == 'string' and before(head[2], after)
 end
 local n = 0
+local touched = false
+if not rev.cached then return n end
 for _, idx in ipairs(KEYS) do
   for _, k in ipairs(redis.call('SMEMBERS', idx)) do
     if not kept(k) then
       n = n + redis.call('DEL', k)
       redis.call('ZREM', '{keys.CACHE_ALL}', k)
       redis.call('SREM', idx, k)
+      touched = true
     end
   end
 end
+if touched then rev.cached = redis.call('EXISTS', '{keys.CACHE_ALL}') == 1 end
 return n
-"""
-NARROWED = f"""
-local function narrowed(KEYS, ARGV)
-{_NARROWED_BODY}end
-return narrowed(KEYS, ARGV)
 """
 
 
@@ -138,8 +137,12 @@ return removed
 CHUNK = 1000
 _INVALIDATE_BODY = f"""
 local n = 0
+local touched = false
 local within = tonumber(ARGV[3] or '0')
 local subjects = #KEYS - within
+if not rev.cached then
+  within, subjects = 0, 0
+end
 if within > 0 then
   -- One native intersection per (cluster, subject) pair: Valkey walks the smaller set,
   -- so the cost is the subjects named plus their entries about these clusters, never
@@ -150,6 +153,7 @@ if within > 0 then
     if redis.call('SCARD', KEYS[w]) > 0 then
       for i = 1, subjects do
         for _, k in ipairs(redis.call('SINTER', KEYS[w], KEYS[i])) do
+          touched = true
           n = n + redis.call('DEL', k)
           redis.call('ZREM', '{keys.CACHE_ALL}', k)
           redis.call('SREM', KEYS[w], k)
@@ -167,6 +171,7 @@ end
 for first = 1, subjects, {CHUNK} do
   local last = math.min(first + {CHUNK} - 1, subjects)
   local entries = redis.call('SUNION', unpack(KEYS, first, last))
+  if #entries > 0 then touched = true end
   for at = 1, #entries, {CHUNK} do
     local chunk = {{unpack(entries, at, math.min(at + {CHUNK} - 1, #entries))}}
     n = n + redis.call('DEL', unpack(chunk))
@@ -174,12 +179,14 @@ for first = 1, subjects, {CHUNK} do
   end
   redis.call('DEL', unpack(KEYS, first, last))
 end
-if ARGV[2] == '1' then
+if ARGV[2] == '1' and rev.cached then
   for _, k in ipairs(redis.call('ZRANGE', '{keys.CACHE_ALL}', 0, -1)) do
     n = n + redis.call('DEL', k)
   end
   redis.call('DEL', '{keys.CACHE_ALL}')
+  touched = true
 end
+if touched then rev.cached = redis.call('EXISTS', '{keys.CACHE_ALL}') == 1 end
 local revision = tonumber(ARGV[1])
 local after = tonumber(ARGV[4] or '0')
 if revision > rev.current and revision <= rev.compiled and rev.current >= after then
@@ -187,21 +194,35 @@ if revision > rev.current and revision <= rev.compiled and rev.current >= after 
 end
 return n
 """
-#: The revisions INVALIDATE compares with (``rev``: read once per script call, however
-#: many calls it makes: three commands per record were a quarter of Valkey's time
-#: applying a backlog), and the write of the one reached: the same as each call writing
-#: its own, since nothing else runs while a script does.
-_REVISIONS = f"""
+#: What the calls of one script read once, however many calls it makes (three commands
+#: per record were a quarter of Valkey's time applying a backlog): the revisions
+#: INVALIDATE compares with, and whether any entry is cached at all; and the write of
+#: the revision reached: the same as each call writing its own, since nothing else runs
+#: while a script does. With nothing cached (a fresh install, a rebuild after the store
+#: was lost) no call has anything to delete: every live entry is listed in
+#: ``clr:dci:all`` (a member leaves it only with its entry, or once the entry's TTL, by
+#: the server's clock, has passed), and an entry stored later was computed from a state
+#: that already holds the change (stores are fenced on the compiled state), so they
+#: delete nothing and skip the index sets (dangling members are the sweep's). A call
+#: that removed entries reads it again: the next call then does what it would alone.
+_PREAMBLE = f"""
 local rev = {{current = tonumber(redis.call('GET', '{keys.INVALIDATED_REV}') or '0'),
-             compiled = tonumber(redis.call('GET', '{keys.REV}') or '0')}}
+             compiled = tonumber(redis.call('GET', '{keys.REV}') or '0'),
+             cached = redis.call('EXISTS', '{keys.CACHE_ALL}') == 1}}
 local function settle()
   if rev.text then redis.call('SET', '{keys.INVALIDATED_REV}', rev.text) end
 end
 """
+NARROWED = f"""
+local function narrowed(KEYS, ARGV, rev)
+{_NARROWED_BODY}end
+{_PREAMBLE}
+return narrowed(KEYS, ARGV, rev)
+"""
 INVALIDATE = f"""
 local function invalidate(KEYS, ARGV, rev)
 {_INVALIDATE_BODY}end
-{_REVISIONS}
+{_PREAMBLE}
 local n = invalidate(KEYS, ARGV, rev)
 settle()
 return n
@@ -218,14 +239,14 @@ return n
 APPLY = f"""
 local function invalidate(KEYS, ARGV, rev)
 {_INVALIDATE_BODY}end
-local function narrowed(KEYS, ARGV)
+local function narrowed(KEYS, ARGV, rev)
 {_NARROWED_BODY}end
-{_REVISIONS}
+{_PREAMBLE}
 local counts = {{}}
 local ok, err = pcall(function()
   for i, call in ipairs(cmsgpack.unpack(ARGV[1])) do
     if call[1] == 'n' then
-      counts[i] = narrowed(call[2], call[3])
+      counts[i] = narrowed(call[2], call[3], rev)
     else
       counts[i] = invalidate(call[2], call[3], rev)
     end

@@ -166,6 +166,7 @@ def test_a_failing_call_keeps_what_the_calls_before_it_did(valkey: redis.Redis) 
     for user in ("a", "b", "c"):
         entry = f"{keys.ENTRY_PREFIX}{user}"
         valkey.set(entry, b"x")
+        valkey.zadd(keys.CACHE_ALL, {entry: 0})
         valkey.sadd(keys.cache_by_user(user), entry)
     valkey.set(keys.cache_by_user("broken"), b"not a set")
     calls: list[Call] = [
@@ -178,3 +179,39 @@ def test_a_failing_call_keeps_what_the_calls_before_it_did(valkey: redis.Redis) 
     assert valkey.get(keys.INVALIDATED_REV) == b"5"
     assert not valkey.exists(f"{keys.ENTRY_PREFIX}a", f"{keys.ENTRY_PREFIX}b")
     assert valkey.exists(f"{keys.ENTRY_PREFIX}c")
+
+
+def test_with_nothing_cached_the_calls_only_move_the_revision(valkey: redis.Redis) -> None:
+    # A rebuild on an empty cache: no entry is listed in clr:dci:all, so the calls skip
+    # their deletions (index sets holding only dangling members stay for the sweep).
+    valkey.flushall()
+    valkey.set(keys.REV, 9)
+    valkey.sadd(keys.cache_by_user("a"), f"{keys.ENTRY_PREFIX}expired")
+    calls: list[Call] = [
+        ("n", [keys.cache_by_user("a")], [narrow_arg(Narrow(clusters=None, after=None))]),
+        ("i", [keys.cache_by_user("a")], ["7", "0", "0", "0"]),
+        ("i", [keys.cache_by_group("g")], ["8", "1", "0", "7"]),
+    ]
+    assert [int(n) for n in valkey.register_script(APPLY)(args=[pack_calls(calls)])] == [0, 0, 0]
+    assert valkey.get(keys.INVALIDATED_REV) == b"8"
+    assert valkey.smembers(keys.cache_by_user("a")) == {f"{keys.ENTRY_PREFIX}expired".encode()}
+
+
+def test_a_call_that_empties_the_cache_leaves_the_next_as_it_would_be_alone(
+        valkey: redis.Redis) -> None:
+    # The first call deletes the last entry; the second names a set that still lists it
+    # (dangling now): like the same call made alone, it leaves that set to the sweep.
+    valkey.flushall()
+    valkey.set(keys.REV, 9)
+    entry = f"{keys.ENTRY_PREFIX}only"
+    valkey.set(entry, b"x")
+    valkey.zadd(keys.CACHE_ALL, {entry: 0})
+    valkey.sadd(keys.cache_by_user("a"), entry)
+    valkey.sadd(keys.cache_by_group("g"), entry)
+    calls: list[Call] = [
+        ("i", [keys.cache_by_user("a")], ["7", "0", "0", "0"]),
+        ("i", [keys.cache_by_group("g")], ["8", "0", "0", "7"]),
+    ]
+    assert [int(n) for n in valkey.register_script(APPLY)(args=[pack_calls(calls)])] == [1, 0]
+    assert not valkey.exists(entry, keys.CACHE_ALL, keys.cache_by_user("a"))
+    assert valkey.smembers(keys.cache_by_group("g")) == {entry.encode()}
