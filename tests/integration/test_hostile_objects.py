@@ -133,10 +133,10 @@ async def test_an_unexpected_failure_withdraws_the_object_and_moves_on(
 
 async def test_a_crashing_service_is_restarted_without_the_others(
         system: System, monkeypatch: pytest.MonkeyPatch) -> None:
-    from clearance_cli import services  # noqa: PLC0415
+    from clearance_invalidator import app  # noqa: PLC0415
 
     crashes: list[int] = []
-    real = services.Invalidator
+    real = app.Invalidator
 
     class Flaky(real):  # type: ignore[misc, valid-type]
         async def run(self) -> None:
@@ -145,7 +145,7 @@ async def test_a_crashing_service_is_restarted_without_the_others(
                 raise RuntimeError("injected defect")
             await super().run()
 
-    monkeypatch.setattr(services, "Invalidator", Flaky)
+    monkeypatch.setattr(app, "Invalidator", Flaky)
     await system.stop("cache-invalidator")
     await system.start("cache-invalidator")
     seq = await publish(system, "monitoraccesspolicy",
