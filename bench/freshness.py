@@ -189,6 +189,20 @@ async def freshness(nc: Any, js: Any, r: aioredis.Redis, warm: Warm) -> dict[str
     return out
 
 
+#: Checks per request in the batch part of the scale-out.
+BATCH = 100
+
+
+def uncached_batches(count: int) -> list[bytes]:
+    """Batch checks of BATCH clusters each, every principal new (a group of its own)."""
+    return [msgspec.json.encode({
+        "principal": {"username": f"u{i % PRINCIPALS}", "groups": [f"y{i}"]},
+        "checks": [{"action": "view", "resource": {"type": "cluster",
+                                                   "name": f"c{(i + j) % CLUSTERS}"}}
+                   for j in range(BATCH)]})
+        for i in range(count)]
+
+
 def uncached_bodies(count: int, groups: int = 1) -> list[bytes]:
     """Every question new: an extra asserted group makes each principal new."""
     return [msgspec.json.encode({
@@ -229,10 +243,12 @@ async def answering(nc: Any) -> None:
 
 async def scale_out(nc: Any, env: dict[str, str], echo_rps: float, seconds: float
                     ) -> dict[str, Any]:
-    """Uncached checks/s with N decision processes in the queue group (N = 1, 2, 4)."""
+    """Uncached checks/s with N decision processes in the queue group (N = 1, 2, 4), as
+    single checks and as batches."""
     out: dict[str, Any] = {}
     bodies = uncached_bodies(400_000)
-    offset = 0
+    batches = uncached_batches(6_000)
+    offset = batch_offset = 0
     for n in (1, 2, 4):
         procs = [run.spawn([run.CLEARANCE, "run", "decision"], env) for _ in range(n)]
         try:
@@ -259,6 +275,16 @@ async def scale_out(nc: Any, env: dict[str, str], echo_rps: float, seconds: floa
                 out["1"]["cached_ratio"] = hit_rate / echo_rps
                 out["1"]["cached_p50_ms"] = pct(hit_lat, 50)
                 out["1"]["p50_vs_cached"] = pct(lat, 50) / pct(hit_lat, 50)
+            # Batches of uncached checks: the load generator's and the bus's share per
+            # check shrinks a hundredfold, so what two cores give the decision processes
+            # shows (single checks are bound by the load generator, NATS and Valkey).
+            used = [cpu_seconds(p.pid) for p in procs]
+            rate, _ = await load(nc, "clearance.v1.check.batch", batches[batch_offset:],
+                                 seconds=seconds, inflight=8)
+            used = [cpu_seconds(p.pid) - u for p, u in zip(procs, used, strict=True)]
+            batch_offset += int(rate * seconds) + 1
+            out[str(n)]["batch_checks_per_s"] = rate * BATCH
+            out[str(n)]["batch_busy"] = [round(u / seconds, 2) for u in used]
         finally:
             run.teardown(procs, [])
     return out
@@ -399,6 +425,12 @@ def report(results: dict[str, Any]) -> str:
         f"N={n}: {row['rps']:.0f} req/s = {row['ratio']:.2f}x echo, "
         f"{row['cpu_us_per_check']:.0f} us CPU per check, busy {row['busy']}"
         for n, row in scale.items()))
+    lines.append(f"uncached batch checks ({BATCH} a request, 8 in flight) by decision "
+                 "processes: " + " | ".join(
+                     f"N={n}: {row['batch_checks_per_s']:.0f} checks/s "
+                     f"({row['batch_checks_per_s'] / scale['1']['batch_checks_per_s']:.2f}x "
+                     f"N=1), busy {row['batch_busy']}"
+                     for n, row in scale.items()))
     ps = results["policy_scaling"]
     lines.append(f"uncached p50, principal in 20 Groups: 100 policies {ps['100']['p50_ms']:.2f} "
                  f"ms, 10,000 policies {ps['10000']['p50_ms']:.2f} ms = {ps['ratio']:.2f}x "
