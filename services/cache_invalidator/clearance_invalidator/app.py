@@ -63,7 +63,7 @@ def index_keys(record: ChangeRecord) -> tuple[list[str], list[str]]:
         return clusters, subjects
     if scope.within and subjects:
         # Whole clusters first (a script call of their own), then the narrowed subjects.
-        return clusters, [*subjects, *(keys.cache_by_cluster(c) for c in scope.within)]
+        return clusters, [*subjects, *(_BY_CLUSTER + c for c in scope.within)]
     return [*subjects, *clusters], []
 
 
