@@ -21,7 +21,8 @@ Choices the contract leaves open, made fail-closed:
 * A whole-type check that several rules answer ``partial`` replies with the filters of the
   first of them (by rule name): a client that applies ``filters`` itself then shows a subset
   of what is allowed, never more. Checks on items and ``filter`` requests are exact.
-* A check on a namespace item (type ``namespace``, a name) reads that Namespace target.
+* A check on a namespace item (type ``namespace``, a name) reads that Namespace target;
+  a cluster or a node reads the Cluster target whatever namespace the request names.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from clearance_core.filters import BUILTIN_TYPES, Item, RuleView, reply_filters,
 from clearance_core.hierarchy import Target
 from clearance_core.merge import EffectiveRule
 from clearance_core.principal import Identity
-from clearance_core.resources import plural, singular
+from clearance_core.resources import plural, singular, target_namespace
 from clearance_core.wire import Action, DecisionKind, Resource, StepOutcome, TraceStep
 
 #: AccessPolicy rules have no priority; trace steps for them carry this value.
@@ -48,12 +49,9 @@ _ACTIONS: tuple[Action, ...] = ("view", "view_metrics")
 
 
 def namespace_of(resource: Resource) -> str | None:
-    """The namespace whose Namespace target a decision on ``resource`` reads (a check on
-    a namespace item reads that namespace's)."""
-    namespace = resource.namespace
-    if namespace is None and singular(resource.type) == "namespace" and resource.name != "*":
-        namespace = resource.name
-    return namespace
+    """The namespace whose Namespace target a decision on ``resource`` reads
+    (:func:`clearance_core.resources.target_namespace`)."""
+    return target_namespace(resource)
 
 
 def target_for(resource: Resource, cluster: str) -> tuple[Target, ...]:

@@ -47,6 +47,48 @@ def cluster_of(resource: Resource) -> str:
     return resource.cluster
 
 
+#: Built-in types whose items live in no namespace. A decision on one of them reads the
+#: cluster's target, never a Namespace target, whatever ``namespace`` the request names:
+#: otherwise naming a namespace where the principal holds a grant would widen the answer
+#: to the cluster object or its nodes.
+CLUSTER_SCOPED = frozenset({"cluster", "node"})
+
+
+def target_namespace(resource: Resource) -> str | None:
+    """The namespace whose Namespace target governs ``resource`` (None: the cluster's);
+    see :func:`home_namespace`."""
+    return home_namespace(resource.type, resource.name, resource.namespace)
+
+
+def home_namespace(type_name: str, name: str, namespace: str | None) -> str | None:
+    """The namespace an item (or whole type, ``name`` ``*``) lives in, from how a request
+    names it. A cluster or a node lives in no namespace; a namespace item lives in itself,
+    so one named inside another namespace is ``bad_request`` rather than a question
+    answered with that other namespace's rules; any other type lives in the namespace the
+    request names (a whole type of ``namespaces`` asked with a namespace is asked about
+    that one)."""
+    kind = singular(type_name)
+    if kind in CLUSTER_SCOPED:
+        return None
+    if kind == "namespace" and name != "*":
+        if namespace is not None and namespace != name:
+            raise BadRequest(
+                f"namespace {name!r} is not inside namespace {namespace!r}: a namespace "
+                "item is named by its name alone (omit its namespace, or give the same)")
+        return name
+    return namespace
+
+
+def place_of(resource: Resource) -> tuple[str, str | None]:
+    """(cluster, namespace of its target) — the checks every resource passes before
+    it is looked up or decided (BadRequest otherwise)."""
+    try:
+        namespace = target_namespace(resource)
+    except BadRequest as exc:
+        raise BadRequest(f"resource: {exc.message}") from None
+    return cluster_of(resource), namespace
+
+
 def check_principal(principal: Principal) -> None:
     if not principal.username:
         raise BadRequest("principal.username must not be empty")

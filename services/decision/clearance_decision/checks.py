@@ -15,7 +15,7 @@ from collections import Counter
 import msgspec
 
 from clearance_core.errors import BadRequest
-from clearance_core.resources import cluster_of
+from clearance_core.resources import place_of
 from clearance_core.wire import (
     SUBJECT_CHECK,
     BatchItem,
@@ -43,7 +43,7 @@ def validate_batch(request: BatchRequest) -> None:
     has no error form), named so the caller can fix it."""
     for index, item in enumerate(request.checks):
         try:
-            cluster_of(item.resource)
+            place_of(item.resource)
         except BadRequest as exc:
             raise BadRequest(f"checks[{index}]: {exc.message}") from None
 

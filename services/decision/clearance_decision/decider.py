@@ -20,8 +20,8 @@ from clearance_core.inherited_decide import decide_with_inherited, namespace_of
 from clearance_core.principal import Identity
 from clearance_core.resources import (
     check_principal,
-    cluster_of,
     decision_digest,
+    place_of,
     principal_digest,
 )
 from clearance_core.wire import BatchItem, CheckResult, Principal
@@ -62,8 +62,8 @@ class Decider:
         unusable principal or resource)."""
         check_principal(principal)
         pkey = principal_digest(principal)
-        return entry_key(decision_digest(
-            pkey, check.action, check.resource, cluster_of(check.resource))), pkey
+        cluster, _ = place_of(check.resource)
+        return entry_key(decision_digest(pkey, check.action, check.resource, cluster)), pkey
 
     def cached(self, blob: bytes, now: float) -> CheckResult | None:
         """A cache hit (without explanation) as a reply, not yet counted (:meth:`count_hits`);
@@ -88,7 +88,7 @@ class Decider:
         missed the cache for these checks; they are evaluated without asking it again."""
         check_principal(principal)
         pkey = principal_digest(principal)
-        clusters = [cluster_of(c.resource) for c in checks]
+        clusters = [place_of(c.resource)[0] for c in checks]
         digests = [
             decision_digest(pkey, c.action, c.resource, cluster)
             for c, cluster in zip(checks, clusters, strict=True)
@@ -172,8 +172,7 @@ class Decider:
         decided: Counter[str] = Counter()
         for principal, check, key, pkey in asked:
             try:
-                cluster = cluster_of(check.resource)
-                namespace = namespace_of(check.resource)
+                cluster, namespace = place_of(check.resource)
                 snapshot, identity = self._reads.snapshot_now(
                     principal, revision, clusters=[cluster],
                     namespaces=[] if namespace is None else [namespace])

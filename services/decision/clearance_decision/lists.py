@@ -15,7 +15,7 @@ from clearance_core.errors import BadRequest
 from clearance_core.govern import Governing, combined
 from clearance_core.listing import aggregations, cluster_metrics, custom_types_in, visible_items
 from clearance_core.principal import Identity
-from clearance_core.resources import plural
+from clearance_core.resources import home_namespace, plural
 from clearance_core.wire import (
     CustomTypesReply,
     CustomTypesRequest,
@@ -29,24 +29,37 @@ from clearance_decision.views import governing, principal_snapshot
 from clearance_runtime.reads import Reads, Snapshot
 
 
-def _by_namespace(snapshot: Snapshot, identity: Identity, cluster: str, *,
+def _by_namespace(snapshot: Snapshot, identity: Identity, cluster: str, kind: str, *,
                   items: list[ListItem], base: Governing,
                   ) -> list[tuple[Governing, list[ListItem]]]:
     """The items grouped by what governs them: a namespace with its own inherited
     AccessPolicy (a Namespace target) has its own rules; every other item the cluster's.
-    Groups keep the input order inside them."""
+    An item's namespace is where it lives: a node's is none, a namespace's is itself
+    (whatever ``namespace`` field the item carries). Groups keep the input order inside
+    them."""
     own = snapshot.namespaces_with_policies(cluster)
     if not own:
+        if kind == "namespaces":  # the same bad_request with or without Namespace targets
+            for index, item in enumerate(items):
+                _checked(kind, item, index)
         return [(base, items)]
     views: dict[str | None, Governing] = {}
     groups: dict[str | None, list[ListItem]] = {}
-    for item in items:
-        key = item.namespace if item.namespace in own else None
+    for index, item in enumerate(items):
+        namespace = _checked(kind, item, index)
+        key = namespace if namespace in own else None
         groups.setdefault(key, []).append(item)
     for key in groups:
         views[key] = base if key is None else governing(snapshot, identity, cluster,
                                                         "view", key)
     return [(views[key], members) for key, members in groups.items()]
+
+
+def _checked(kind: str, item: ListItem, index: int) -> str | None:
+    try:
+        return home_namespace(kind, item.name, item.namespace)
+    except BadRequest as exc:
+        raise BadRequest(f"items[{index}]: {exc.message}") from None
 
 
 class Lists:
@@ -65,7 +78,8 @@ class Lists:
             self._reads, request.who(), clusters=[request.cluster], namespaces=None)
         kind, cluster = plural(request.type), request.cluster
         base = governing(snapshot, identity, cluster, "view")
-        groups = _by_namespace(snapshot, identity, cluster, items=request.items, base=base)
+        groups = _by_namespace(snapshot, identity, cluster, kind, items=request.items,
+                               base=base)
         decision = combined(view.type_decision(kind) for view, _ in groups)
         if decision == "deny":
             return FilterReply(decision="deny", items=[], total=len(request.items), visible=0,
