@@ -33,6 +33,12 @@ fuzz *args:
 chaos *args:
     {{venv}}/python -m tests.chaos "$@"
 
+# The attack suite on real servers and processes: every family of attack (a hostile
+# client, author, object or network peer) must fail to grant, stall, leak or crash;
+# prints a table per family. `--full` adds the heavier variants; `--only TEXT` narrows.
+attack *args:
+    {{venv}}/python -m tests.attack "$@"
+
 # ruff, mypy --strict, import-linter layers, proto-schemas drift.
 lint:
     {{venv}}/ruff check libs services tests bench
