@@ -39,9 +39,9 @@ class Tally:
     def pytest_runtest_logreport(self, report: Any) -> None:
         module = report.nodeid.split("::", 1)[0]
         tests = self.outcomes.setdefault(module, {})
-        if report.when == "call" or report.outcome != "passed":
-            if tests.get(report.nodeid) in (None, "passed"):
-                tests[report.nodeid] = report.outcome
+        if (report.when == "call" or report.outcome != "passed") \
+                and tests.get(report.nodeid) in (None, "passed"):
+            tests[report.nodeid] = report.outcome
 
 
 def table(tally: Tally) -> str:
