@@ -13,8 +13,9 @@ more subject tokens without wildcards; the inboxes under it are ``<prefix>.<toke
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from urllib.parse import unquote, urlsplit
 
 #: nats-py's (and every NATS client's) inbox prefix when none is configured.
@@ -83,7 +84,18 @@ def parse_prefixes(text: str | Iterable[str]) -> tuple[str, ...]:
 def is_inbox(reply: str, prefixes: tuple[str, ...]) -> bool:
     """Whether ``reply`` is an inbox under one of ``prefixes``: the prefix, a dot, and at
     least one more token; every token non-empty, none a wildcard."""
-    if not valid_prefix(reply):
-        return False
-    return any(reply.startswith(prefix) and reply[len(prefix):len(prefix) + 1] == "."
-               and len(reply) > len(prefix) + 1 for prefix in prefixes)
+    return inbox_matcher(prefixes)(reply)
+
+
+@functools.cache
+def inbox_matcher(prefixes: tuple[str, ...]) -> Callable[[str], bool]:
+    """:func:`is_inbox` for fixed ``prefixes``, as one compiled expression (it runs on
+    every request a service answers)."""
+    for prefix in prefixes:
+        if not valid_prefix(prefix):
+            raise ValueError(f"reply prefix {prefix!r}: subject tokens without wildcards "
+                             f"expected")
+    token = _TOKEN.pattern
+    under = "|".join(re.escape(prefix) for prefix in prefixes)
+    fullmatch = re.compile(rf"(?:{under})(?:\.{token})+").fullmatch
+    return lambda reply: fullmatch(reply) is not None

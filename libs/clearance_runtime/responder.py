@@ -138,7 +138,7 @@ class Responder:
                  reply_prefixes: tuple[str, ...] = (inboxes.DEFAULT_PREFIX,)) -> None:
         self._nc = nc
         self._queue = queue
-        self._prefixes = reply_prefixes
+        self._is_inbox = inboxes.inbox_matcher(reply_prefixes)
         self._refusals = _Refusals()
         self._slots = asyncio.Semaphore(max_in_flight)
         self._limit = max_in_flight
@@ -208,7 +208,7 @@ class Responder:
     def _answerable(self, subject: str, msg: Msg) -> bool:
         """Whether to handle ``msg``: its reply subject is an accepted inbox. A request
         without one (a plain publish) is refused too: its answer would go nowhere."""
-        if inboxes.is_inbox(msg.reply, self._prefixes):
+        if self._is_inbox(msg.reply):
             return True
         self._refusals.refuse(subject, msg.reply)
         return False
