@@ -55,9 +55,11 @@ AUTHOR = [
 ]
 OPERATOR = [*AUTHOR, "clearance.v1.status", "clearance.v1.cache.clear"]
 GATEWAY = ["clearance.v1.check.batch", "clearance.v1.review.subject"]
-#: An inbox of each user that receives replies (only the decision user may publish there).
-INBOXES = {user: f"_INBOX.{user}.forged" for user in
-           ("client", "author", "operator", "gateway", "watcher")}
+#: An inbox of each user the decision service replies to, as deploy/kubernetes/decision.yaml
+#: lists them (only the decision user may publish there: the matrix checks the two agree).
+INBOXES = {prefix.removeprefix("_INBOX."): f"{prefix}.forged"
+           for prefix in inboxes.parse_prefixes(secured.reply_prefixes())}
+assert set(INBOXES) == {"client", "author", "operator", "gateway", "watcher"}
 JS = "$JS.API"
 WATCHER_JS = [
     f"{JS}.STREAM.INFO.CLEARANCE_EVENTS", f"{JS}.STREAM.CREATE.CLEARANCE_EVENTS",
