@@ -284,8 +284,12 @@ async def test_the_producer_appends_from_its_own_account(conns: dict[str, Conn])
     for reply in ("$KV.CLEARANCE_LEASES.watcher.manifests", CHANGED):
         await producer.nc.publish(EVENTS, b'{"type": "ADDED", "object": {}}', reply=reply)
     await producer.nc.flush()
-    info = await watcher.nc.jetstream().stream_info("CLEARANCE_EVENTS")
-    assert info.state.last_seq >= first.seq + 2  # both stored ...
+    for _ in range(100):  # both stored (the stream stores after the flush's PONG) ...
+        info = await watcher.nc.jetstream().stream_info("CLEARANCE_EVENTS")
+        if info.state.last_seq >= first.seq + 2:
+            break
+        await asyncio.sleep(0.05)
+    assert info.state.last_seq >= first.seq + 2
     assert (await kv.get("watcher.manifests")).value == b"holder"  # ... no ack on the lease
     with pytest.raises(nats.errors.TimeoutError):
         await changed.next_msg(timeout=0.3)  # ... nor on decisions.changed
