@@ -21,7 +21,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from clearance_client.cache import DecisionCache
-from clearance_core import wire
+from clearance_core import inboxes, wire
 from clearance_core.errors import BadRequest, Internal, NotFound, RequestError, Stale, Unavailable
 from clearance_core.wire import ErrorBody, RequestBase
 
@@ -71,10 +71,18 @@ class ClearanceClient:
     @classmethod
     async def connect(cls, servers: str | list[str] = "nats://127.0.0.1:4222", *,
                       request_timeout: float = 5.0, cache: DecisionCache | None = None,
-                      **options: Any) -> Self:
+                      inbox_prefix: str | None = None, **options: Any) -> Self:
         """Connect with nats-py; ``options`` go to ``nats.connect`` as they are
         (``user_credentials``, ``nkeys_seed``, ``user``/``password``, ``token``, ``tls``
-        (an ``ssl.SSLContext``), ``tls_hostname``, ``name``…). Its callbacks still run."""
+        (an ``ssl.SSLContext``), ``tls_hostname``, ``name``…). Its callbacks still run.
+
+        Replies arrive under ``inbox_prefix``; unset: ``_INBOX.<user>`` for the user
+        named by ``user`` or in the URL (the only inboxes a user of Clearance's NATS
+        accounts may read), else ``_INBOX``. With a credentials file, nkey or token, name
+        the prefix your NATS user may subscribe to."""
+        first = servers if isinstance(servers, str) else (servers[0] if servers else "")
+        options["inbox_prefix"] = inboxes.prefix_for(first, user=options.get("user"),
+                                                     explicit=inbox_prefix)
         box: list[ClearanceClient] = []
         callbacks = {name: options.pop(name, None)
                      for name in ("disconnected_cb", "reconnected_cb", "error_cb")}

@@ -66,27 +66,45 @@ def subject_token(obj: dict[str, Any], ref: ObjectRef) -> str:
 
 
 def status_subject(ref: ObjectRef) -> str:
-    """``clearance.status.<kind>.<namespace>.<name>`` (``_`` for no namespace).
+    """``clearance.status.<kind>.<namespace>.<name>``: one subject per object, never the
+    same for two (a status is written back to the object its subject names).
 
-    Kubernetes names are DNS labels and subdomains, which make valid subject tokens
-    (dots add tokens, which ``clearance.status.>`` still matches). A name from any other
-    producer that a subject cannot carry — whitespace, ``*``, ``>``, control characters,
-    or longer than 253 characters (NATS closes a connection whose control line passes
-    4 KB) — is replaced by the token ``h-<sha256 prefix>`` of its namespace/name.
+    The namespace is exactly one token: ``_`` for none, the namespace itself when it is a
+    Kubernetes namespace name (a DNS label: no dot, no ``_``), else ``_`` and a hash of
+    it. The name is the rest of the subject: itself when a subject carries it as it is
+    (dotted names stay readable; ``clearance.status.>`` still matches) and it holds no
+    ``_``, else ``_`` and a hash of it. A hashed form starts with ``_``, which neither a
+    namespace nor a name carried as it is can, so the namespace token ends at the first
+    dot after the kind, and no object's subject is another's.
     """
-    tokens = [_status_token(ref.namespace or "_", ref), _status_token(ref.name, ref)]
-    return f"clearance.status.{ref.kind}.{tokens[0]}.{tokens[1]}"
+    return f"clearance.status.{ref.kind}.{_namespace_token(ref.namespace)}.{_name_part(ref.name)}"
 
 
-#: A token a subject carries as it is: ASCII letters, digits and ``-_.:@``, with no empty
-#: dot-separated part (no leading, trailing or doubled dot). Its length is checked first.
-_TOKEN = re.compile(r"(?!\.)(?!.*\.\.)[A-Za-z0-9_.:@-]+(?<!\.)")
+#: A Kubernetes namespace name (RFC 1123 label): lower-case letters, digits and ``-``.
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+#: A name carried as it is: ASCII letters, digits and ``-:@``, dot-separated parts none of
+#: them empty. Its length (at most 253, a DNS subdomain's) is checked first: NATS closes a
+#: connection whose control line passes 4 KB.
+_NAME = re.compile(r"[A-Za-z0-9:@-]+(\.[A-Za-z0-9:@-]+)*")
 
 
-def _status_token(part: str, ref: ObjectRef) -> str:
-    if 0 < len(part) <= 253 and _TOKEN.fullmatch(part) is not None:
-        return part
-    return "h-" + hashlib.sha256(f"{ref.namespace}/{ref.name}".encode()).hexdigest()[:24]
+def _namespace_token(namespace: str) -> str:
+    if not namespace:
+        return "_"
+    if _DNS_LABEL.fullmatch(namespace) is not None:
+        return namespace
+    return _hashed(namespace)
+
+
+def _name_part(name: str) -> str:
+    if 0 < len(name) <= 253 and _NAME.fullmatch(name) is not None:
+        return name
+    return _hashed(name)
+
+
+def _hashed(text: str) -> str:
+    """``_`` and 128 bits of the text's SHA-256: one token, unlike any carried as it is."""
+    return "_" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def event_subject(obj: dict[str, Any], ref: ObjectRef) -> str:

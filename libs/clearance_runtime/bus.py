@@ -1,4 +1,4 @@
-"""NATS connection and the event stream (CONTRACT section 1).
+"""NATS connection and the event stream.
 
 The stream is created at start if missing and left alone when it exists (operators may
 have tuned it). It keeps the last messages of every object subject for ever, so replaying
@@ -18,6 +18,7 @@ from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
 
+from clearance_core import inboxes
 from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS
 from clearance_runtime import logs, retries
 
@@ -38,11 +39,16 @@ def redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-async def connect(url: str, *, name: str,
+async def connect(url: str, *, name: str, inbox_prefix: str | None = None,
                   error_cb: Callable[[Exception], Awaitable[None]] | None = None) -> Client:
     """Connect, retrying until the server answers; reconnect for ever afterwards.
     ``error_cb`` hears the asynchronous errors (a refused subscription is only reported
-    there) instead of the default, which logs them."""
+    there) instead of the default, which logs them.
+
+    Replies (and JetStream's answers and deliveries) arrive under ``inbox_prefix``;
+    unset: ``_INBOX.<user>`` for the URL's user, the only inboxes that user may read
+    (``deploy/nats/accounts.conf``), else ``_INBOX``."""
+    prefix = inbox_prefix or inboxes.prefix_for(url)
 
     async def _error(exc: Exception) -> None:
         log.warning("nats_error", error=str(exc))
@@ -57,6 +63,7 @@ async def connect(url: str, *, name: str,
         return await nats.connect(
             url,
             name=name,
+            inbox_prefix=prefix,
             max_reconnect_attempts=-1,
             reconnect_time_wait=0.5,
             connect_timeout=2,

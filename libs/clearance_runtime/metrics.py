@@ -84,6 +84,11 @@ STATUS_WRITES = Counter(
     "gone: the object was deleted, failed: refused and not retried)", ["kind", "outcome"],
 )
 MALFORMED = Counter("clearance_malformed_total", "Malformed inputs skipped, by where", ["where"])
+REQUESTS_REFUSED = Counter(
+    "clearance_requests_refused_total",
+    "Requests not answered, by subject and reason (reply_subject: the reply subject is "
+    "missing or not under an accepted inbox prefix)", ["subject", "reason"],
+)
 RBAC_INDEX_UPDATES = Counter(
     "clearance_rbac_index_updates_total",
     "Decision service RBAC index updates: objects applied from the change log (delta), "

@@ -9,8 +9,15 @@ bound into every log line, and fail-closed error replies.
 
 A handler gets the raw body and returns the encoded reply. Any ``RequestError`` becomes
 ``{"error": {"code", "message"}}``; anything else becomes ``internal`` — never an allow.
-Every request with a reply subject gets a reply: one too large for the server's
-``max_payload`` becomes a ``bad_request`` naming that limit.
+Every request whose reply subject is an inbox gets a reply: one too large for the
+server's ``max_payload`` becomes a ``bad_request`` naming that limit.
+
+Replies go to inboxes only (``clearance_core.inboxes``): a reply subject is the caller's
+to choose, and one naming the event stream, a lease key or a status subject would have
+the service publish there with its own rights. A request whose reply subject is not
+under an accepted inbox prefix is not answered (nor handled): it is counted in
+``clearance_requests_refused_total{reason="reply_subject"}`` and logged, at most once per
+``REFUSAL_LOG_SECONDS`` per subject, so a flood of them cannot fill a disk.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import structlog
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
+from clearance_core import inboxes
 from clearance_core.errors import BadRequest, Internal, RequestError
 from clearance_core.wire import ErrorBody, ErrorReply
 from clearance_core.wire.limits import MAX_DEPTH, nesting_exceeds
@@ -101,10 +109,37 @@ async def reply_to(subject: str, handler: Handler, body: bytes) -> tuple[bytes, 
         return error_reply(Internal(f"internal error: {type(exc).__name__}"), rid), "internal"
 
 
+#: Seconds between two log lines about refused reply subjects of one request subject.
+REFUSAL_LOG_SECONDS = 10.0
+
+
+class _Refusals:
+    """Refused requests, counted each and logged at most once per period per subject
+    (with how many were refused since the last line)."""
+
+    def __init__(self) -> None:
+        self._logged: dict[str, float] = {}
+        self._unlogged: dict[str, int] = {}
+
+    def refuse(self, subject: str, reply: str) -> None:
+        metrics.REQUESTS_REFUSED.labels(subject=subject, reason="reply_subject").inc()
+        now = time.monotonic()
+        if now - self._logged.get(subject, -REFUSAL_LOG_SECONDS) < REFUSAL_LOG_SECONDS:
+            self._unlogged[subject] = self._unlogged.get(subject, 0) + 1
+            return
+        self._logged[subject] = now
+        # The reply subject is the caller's text: shortened, and logged as data.
+        log.warning("request_refused", subject=subject, reason="reply_subject",
+                    reply=reply[:200], refused_unlogged=self._unlogged.pop(subject, 0))
+
+
 class Responder:
-    def __init__(self, nc: Client, *, queue: str, max_in_flight: int = 1024) -> None:
+    def __init__(self, nc: Client, *, queue: str, max_in_flight: int = 1024,
+                 reply_prefixes: tuple[str, ...] = (inboxes.DEFAULT_PREFIX,)) -> None:
         self._nc = nc
         self._queue = queue
+        self._is_inbox = inboxes.inbox_matcher(reply_prefixes)
+        self._refusals = _Refusals()
         self._slots = asyncio.Semaphore(max_in_flight)
         self._limit = max_in_flight
         self._tasks: set[asyncio.Task[None]] = set()
@@ -112,6 +147,8 @@ class Responder:
 
     async def serve(self, subject: str, handler: Handler) -> None:
         async def on_message(msg: Msg) -> None:
+            if not self._answerable(subject, msg):
+                return
             # Returns at once (after a free slot) so nats-py hands us the next message;
             # requests that arrive together run together (and share Redis round trips).
             await self._slots.acquire()
@@ -155,6 +192,8 @@ class Responder:
                 room.set()
 
         async def on_message(msg: Msg) -> None:
+            if not self._answerable(subject, msg):
+                return
             if not room.is_set():
                 await room.wait()  # backpressure: nats-py buffers meanwhile
             if not queue:
@@ -165,6 +204,14 @@ class Responder:
             await self._nc.subscribe(subject, queue=self._queue, cb=on_message,
                                      pending_msgs_limit=65536)
         )
+
+    def _answerable(self, subject: str, msg: Msg) -> bool:
+        """Whether to handle ``msg``: its reply subject is an accepted inbox. A request
+        without one (a plain publish) is refused too: its answer would go nowhere."""
+        if self._is_inbox(msg.reply):
+            return True
+        self._refusals.refuse(subject, msg.reply)
+        return False
 
     async def _answer_many(self, subject: str, handler: ManyHandler, batch: list[Msg]) -> None:
         started = time.perf_counter()

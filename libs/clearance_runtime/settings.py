@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from clearance_core import inboxes
+
 _Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]
 _NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 _Seconds = Annotated[float, msgspec.Meta(gt=0)]
@@ -56,6 +58,40 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     #: The gateway's public base URL, for AuthZEN metadata (unset: from the request).
     gateway_url: str = ""
     gateway_timeout: _Seconds = 5.0
+    # -- The bus: NATS users, inboxes and replies (deploy/nats/accounts.conf) ------------
+    #: Where this process receives replies; unset: ``_INBOX.<user>`` for the user name in
+    #: the NATS URL, else ``_INBOX`` (clearance_core.inboxes.prefix_for).
+    nats_inbox_prefix: str = ""
+    #: Reply subjects the decision service answers: those under one of these inbox
+    #: prefixes (comma-separated); any other gets no reply, is counted and logged.
+    reply_prefixes: str = "_INBOX"
+    #: Each service's own NATS URL (its own user) where several run in one process
+    #: (``clearance run all``); unset: ``nats_url``.
+    watcher_nats_url: str = ""
+    compiler_nats_url: str = ""
+    cache_invalidator_nats_url: str = ""
+    decision_nats_url: str = ""
+    gateway_nats_url: str = ""
+    console_nats_url: str = ""
+
+    def nats_url_for(self, service: str) -> str:
+        """The NATS URL ``service`` connects with: its own, else the process's."""
+        own: str = getattr(self, f"{service.replace('-', '_')}_nats_url", "")
+        return own or self.nats_url
+
+    def inbox_prefix_for(self, service: str) -> str:
+        """The inbox prefix of ``service``'s connection (SystemExit if none can be made:
+        a user name in its URL that is no subject token, and no explicit prefix)."""
+        url = self.nats_url_for(service)
+        try:
+            return inboxes.prefix_for(url, explicit=self.nats_inbox_prefix or None)
+        except ValueError as exc:
+            raise SystemExit(f"invalid configuration: {service}'s NATS URL: {exc} "
+                             f"(CLEARANCE_NATS_INBOX_PREFIX)") from None
+
+    @property
+    def reply_prefix_list(self) -> tuple[str, ...]:
+        return inboxes.parse_prefixes(self.reply_prefixes)
 
     @property
     def token_audience_list(self) -> list[str]:
@@ -81,9 +117,21 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
             raw["kubernetes"] = bool(raw.get("kubeconfig")
                                      or env.get("KUBERNETES_SERVICE_HOST"))
         try:
-            return msgspec.convert(raw, cls, strict=False, dec_hook=_dec_hook)
+            settings = msgspec.convert(raw, cls, strict=False, dec_hook=_dec_hook)
         except msgspec.ValidationError as exc:
             raise SystemExit(_explain(exc, raw)) from None
+        settings.check_bus()
+        return settings
+
+    def check_bus(self) -> None:
+        """SystemExit naming the variable for an inbox or reply prefix that is no subject."""
+        for field, check in (("reply_prefixes", inboxes.parse_prefixes),
+                             ("nats_inbox_prefix", _inbox_prefix)):
+            try:
+                check(getattr(self, field))
+            except ValueError as exc:
+                raise SystemExit(f"invalid configuration: {ENV[field]}="
+                                 f"{getattr(self, field)!r}: {exc}") from None
 
 
 #: Settings field -> environment variable.
@@ -111,9 +159,23 @@ ENV = {
     "gateway_client_ca": "CLEARANCE_GATEWAY_CLIENT_CA",
     "gateway_url": "CLEARANCE_GATEWAY_URL",
     "gateway_timeout": "CLEARANCE_GATEWAY_TIMEOUT",
+    # The bus.
+    "nats_inbox_prefix": "CLEARANCE_NATS_INBOX_PREFIX",
+    "reply_prefixes": "CLEARANCE_REPLY_PREFIXES",
+    "watcher_nats_url": "CLEARANCE_WATCHER_NATS_URL",
+    "compiler_nats_url": "CLEARANCE_COMPILER_NATS_URL",
+    "cache_invalidator_nats_url": "CLEARANCE_CACHE_INVALIDATOR_NATS_URL",
+    "decision_nats_url": "CLEARANCE_DECISION_NATS_URL",
+    "gateway_nats_url": "CLEARANCE_GATEWAY_NATS_URL",
+    "console_nats_url": "CLEARANCE_CONSOLE_NATS_URL",
 }
 _BOOLEANS = {"allow_unset", "kubernetes", "decision_mirror", "write_status"}
 _BOOLEAN_WORDS = {"yes": "true", "on": "true", "no": "false", "off": "false"}
+
+
+def _inbox_prefix(prefix: str) -> None:
+    if prefix:
+        inboxes.prefix_for("", explicit=prefix)
 
 
 def _dec_hook(kind: type, value: Any) -> Any:

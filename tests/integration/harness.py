@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +21,28 @@ import yaml
 from nats.aio.client import Client
 
 from clearance_cli.services import run_service
+from clearance_core import inboxes
 from clearance_runtime.settings import Settings
 
 
 class System:
+    """``nats_url`` is also this harness's own connection (its requests); ``service_urls``
+    gives services their own NATS users, as ``CLEARANCE_<SERVICE>_NATS_URL`` does, and
+    ``inspect_url`` the connection that reads the stream's state (default: ``nats_url``)."""
+
     def __init__(self, nats_url: str, redis_url: str, manifests: Path | None, *,
-                 cache_ttl: int = 300, kubeconfig: Path | None = None) -> None:
+                 cache_ttl: int = 300, kubeconfig: Path | None = None,
+                 service_urls: Mapping[str, str] | None = None,
+                 reply_prefixes: str = "_INBOX", inspect_url: str | None = None) -> None:
+        own = {f"{name.replace('-', '_')}_nats_url": url
+               for name, url in (service_urls or {}).items()}
         self.settings = Settings(nats_url=nats_url, redis_url=redis_url, manifests=manifests,
                                  decision_cache_ttl=cache_ttl, manifest_poll_seconds=0.05,
-                                 kubeconfig=kubeconfig, kubernetes=kubeconfig is not None)
+                                 kubeconfig=kubeconfig, kubernetes=kubeconfig is not None,
+                                 reply_prefixes=reply_prefixes, **own)
         self.manifests = manifests
+        self._inspect_url = inspect_url
+        self._inspector: Client | None = None
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.nc: Client | None = None
 
@@ -37,7 +50,8 @@ class System:
         for name in names or ("watcher", "compiler", "cache-invalidator", "decision"):
             self.tasks[name] = asyncio.create_task(run_service(name, self.settings))
         if self.nc is None:
-            self.nc = await nats.connect(self.settings.nats_url)
+            self.nc = await nats.connect(self.settings.nats_url,
+                                         inbox_prefix=inboxes.prefix_for(self.settings.nats_url))
         await asyncio.sleep(0)
 
     async def stop(self, *names: str) -> None:
@@ -48,6 +62,8 @@ class System:
         await self.stop()
         if self.nc is not None:
             await self.nc.close()
+        if self._inspector is not None:
+            await self._inspector.close()
 
     async def request(self, subject: str, body: Any, timeout: float = 5.0) -> dict[str, Any]:
         assert self.nc is not None
@@ -67,8 +83,14 @@ class System:
 
     async def stream_last_seq(self) -> int:
         assert self.nc is not None
+        inspector = self.nc
+        if self._inspect_url is not None:
+            if self._inspector is None:
+                self._inspector = await nats.connect(
+                    self._inspect_url, inbox_prefix=inboxes.prefix_for(self._inspect_url))
+            inspector = self._inspector
         try:
-            info = await self.nc.jetstream().stream_info("CLEARANCE_EVENTS")
+            info = await inspector.jetstream().stream_info("CLEARANCE_EVENTS")
         except nats.js.errors.NotFoundError:
             return 0  # not created yet
         return int(info.state.last_seq)

@@ -128,13 +128,13 @@ def nested(levels: int) -> Any:
 async def test_nesting_beyond_the_limit_is_a_bad_request_naming_it(system: System) -> None:
     review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
               "spec": {"user": "alice", "nonResourceAttributes": {"path": "/x", "verb": "get"}}}
-    # The review object is level 1: metadata nests 63 more levels (64), then 64 (65).
+    # The review object is level 1: a member nests 63 more levels (64), then 64 (65).
     at_limit = await system.request("clearance.v1.review.subject",
-                                    {**review, "metadata": nested(MAX_DEPTH - 1)})
-    assert at_limit["metadata"] == nested(MAX_DEPTH - 1)  # sent back as it came
+                                    {**review, "extra": nested(MAX_DEPTH - 1)})
+    assert "extra" not in at_limit  # answered; a member it does not know is not sent back
     assert at_limit["status"]["allowed"] is False
     over = await system.request("clearance.v1.review.subject",
-                                {**review, "metadata": nested(MAX_DEPTH), "request_id": "r"})
+                                {**review, "extra": nested(MAX_DEPTH), "request_id": "r"})
     assert over["error"]["code"] == "bad_request" and over["request_id"] == "r"
     assert f"limit of {MAX_DEPTH} levels" in over["error"]["message"]
 
@@ -162,11 +162,15 @@ async def test_a_reply_too_large_for_the_server_is_a_bad_request_naming_the_limi
               "request_id": "big", "spec": {"user": "alice", "groups": ["sre"],
                                             "resourceAttributes": {"verb": "get",
                                                                    "resource": "pods"}}}
-    body = msgspec.json.encode({**review, "pad": ""})
-    body = msgspec.json.encode({**review, "pad": "x" * (limit - len(body))})
+    def padded(size: int) -> dict[str, Any]:  # metadata is sent back with the status
+        return {**review, "metadata": {"annotations": {"pad": "x" * size}}}
+
+    body = msgspec.json.encode(padded(0))
+    body = msgspec.json.encode(padded(limit - len(body)))
     assert len(body) == limit
     reply = await system.request("clearance.v1.review.subject", body, timeout=10)
     assert (reply["error"]["code"], reply["request_id"]) == ("bad_request", "big")
     assert f"max_payload of {limit} bytes" in reply["error"]["message"]
-    fits = await system.request("clearance.v1.review.subject", {**review, "pad": "x" * 1000})
-    assert fits["status"]["allowed"] is False and len(fits["pad"]) == 1000
+    fits = await system.request("clearance.v1.review.subject", padded(1000))
+    assert fits["status"]["allowed"] is False
+    assert len(fits["metadata"]["annotations"]["pad"]) == 1000

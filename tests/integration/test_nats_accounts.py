@@ -1,15 +1,17 @@
-"""deploy/nats/accounts.conf on a real nats-server (CONTRACT section 9).
+"""deploy/nats/accounts.conf on a real nats-server.
 
-Each role may publish and subscribe exactly where the contract says and nowhere else; the
-``service`` user is enough for Clearance's own processes; the shipped ``tls`` block makes
-the server require TLS. Everything runs against the nats-server from the installed wheel.
+Every user — the callers' roles and each of Clearance's own processes — may publish and
+subscribe exactly where its work needs and nowhere else; no user reads another's replies;
+the real services, each as its own user, answer every role with no permission refused;
+the console needs nothing but ``operator``; the shipped ``tls`` block makes the server
+require TLS. Everything runs against the nats-server from the installed wheel.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
+import os
 import shutil
 import ssl
 import subprocess
@@ -25,18 +27,21 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from clearance_console import app as console_app
+from clearance_core import inboxes
+from clearance_gateway import tls
 from clearance_runtime import servers
+from tests import secured
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, group
+from tests.integration.test_gateway import APISERVER_REVIEW, Gateway
+from tests.integration.test_reviews import binding, cluster_role
 from tests.unit.policies import policy
 
 pytestmark = pytest.mark.integration
 
-ACCOUNTS = Path(__file__).resolve().parents[2] / "deploy" / "nats" / "accounts.conf"
-ROLES = ("producer", "client", "author", "operator", "service")
-PASSWORDS = {role: f"{role}-secret-pw" for role in ROLES}
-
 EVENTS = "clearance.events.managedcluster.abc"
+STATUS = "clearance.status.accesspolicy.ns.name"
+CHANGED = "clearance.decisions.changed"
 CLIENT = [
     "clearance.v1.check", "clearance.v1.check.batch", "clearance.v1.filter",
     "clearance.v1.metrics", "clearance.v1.custom-types", "clearance.v1.review.subject",
@@ -49,69 +54,107 @@ AUTHOR = [
     "clearance.v1.permissions",
 ]
 OPERATOR = [*AUTHOR, "clearance.v1.status", "clearance.v1.cache.clear"]
-# Requests each role may send (everything else in PUBLISH_UNIVERSE must be refused).
-MAY_REQUEST = {"producer": [], "client": CLIENT, "author": AUTHOR, "operator": OPERATOR}
-PUBLISH_UNIVERSE = [
-    EVENTS, *OPERATOR,
-    "clearance.v1.unknown",                      # not a contract subject
-    "clearance.status.accesspolicy.ns.name",     # only services publish status
-    "clearance.decisions.changed",               # ... and invalidations
-    "_INBOX.forged.reply",                       # nobody but services may answer requests
-    "$JS.API.STREAM.DELETE.CLEARANCE_EVENTS",    # nor touch the stream
+GATEWAY = ["clearance.v1.check.batch", "clearance.v1.review.subject"]
+#: An inbox of each user the decision service replies to, as deploy/kubernetes/decision.yaml
+#: lists them (only the decision user may publish there: the matrix checks the two agree).
+INBOXES = {prefix.removeprefix("_INBOX."): f"{prefix}.forged"
+           for prefix in inboxes.parse_prefixes(secured.reply_prefixes())}
+assert set(INBOXES) == {"client", "author", "operator", "gateway", "watcher"}
+JS = "$JS.API"
+WATCHER_JS = [
+    f"{JS}.STREAM.INFO.CLEARANCE_EVENTS", f"{JS}.STREAM.CREATE.CLEARANCE_EVENTS",
+    f"{JS}.CONSUMER.DELETE.CLEARANCE_EVENTS.clearance-watcher-manifests",
+    f"{JS}.CONSUMER.MSG.NEXT.CLEARANCE_EVENTS.clearance-watcher-kubernetes",
+    f"{JS}.STREAM.INFO.KV_CLEARANCE_LEASES", "$KV.CLEARANCE_LEASES.watcher.manifests",
 ]
-# Subjects each role may subscribe to; SUBSCRIBE_UNIVERSE minus these must be refused.
-MAY_SUBSCRIBE = {
-    "producer": [],
-    "client": ["clearance.decisions.changed"],
-    "author": ["clearance.decisions.changed", "clearance.status.>"],
+COMPILER_JS = [
+    f"{JS}.STREAM.INFO.CLEARANCE_EVENTS", f"{JS}.STREAM.CREATE.CLEARANCE_EVENTS",
+    f"{JS}.CONSUMER.DELETE.CLEARANCE_EVENTS.clearance-compiler",
+    f"{JS}.CONSUMER.MSG.NEXT.CLEARANCE_EVENTS.clearance-compiler",
+    "$JS.ACK.CLEARANCE_EVENTS.clearance-compiler.1.1.1.1.0",
+    f"{JS}.STREAM.INFO.KV_CLEARANCE_LEASES", "$KV.CLEARANCE_LEASES.compiler",
+]
+#: Subjects each user may publish to; everything else in PUBLISH_UNIVERSE is refused.
+MAY_PUBLISH: dict[str, list[str]] = {
+    "producer": [EVENTS],
+    "client": CLIENT,
+    "author": AUTHOR,
+    "operator": OPERATOR,
+    "gateway": GATEWAY,
+    "watcher": [EVENTS, "clearance.v1.policy-status", *WATCHER_JS],
+    "compiler": [STATUS, *COMPILER_JS],
+    "cache-invalidator": [CHANGED],
+    "decision": list(INBOXES.values()),
+}
+PUBLISH_UNIVERSE = list(dict.fromkeys([
+    EVENTS, *OPERATOR, STATUS, CHANGED, *INBOXES.values(), *WATCHER_JS, *COMPILER_JS,
+    "clearance.v1.unknown",                            # not a contract subject
+    "_INBOX.forged.reply",                             # nobody answers outside the inboxes
+    f"{JS}.STREAM.DELETE.CLEARANCE_EVENTS",            # nor deletes, purges or reads the
+    f"{JS}.STREAM.PURGE.CLEARANCE_EVENTS",             # stream but as the API subjects
+    f"{JS}.STREAM.MSG.DELETE.CLEARANCE_EVENTS",        # above allow
+    f"{JS}.STREAM.DELETE.KV_CLEARANCE_LEASES",
+    f"{JS}.INFO",
+    f"{JS}.CONSUMER.CREATE.CLEARANCE_EVENTS",          # a consumer the server names
+    "$KV.CLEARANCE_LEASES.other",                     # a lease key nobody holds
+]))
+#: Subjects each user may subscribe to; SUBSCRIBE_UNIVERSE minus these is refused.
+STATUS_KINDS = ["clearance.status.accesspolicy.>", "clearance.status.monitoraccesspolicy.>"]
+MAY_SUBSCRIBE: dict[str, list[str]] = {
+    "producer": ["_INBOX.producer.>"],
+    "client": ["_INBOX.client.>", CHANGED],
+    "author": ["_INBOX.author.>", CHANGED, "clearance.status.>", *STATUS_KINDS],
     # The ops console counts the event flow per kind (README "Ops console").
-    "operator": ["clearance.decisions.changed", "clearance.status.>", "clearance.events.>"],
+    "operator": ["_INBOX.operator.>", CHANGED, "clearance.status.>", *STATUS_KINDS,
+                 "clearance.events.>"],
+    "gateway": ["_INBOX.gateway.>"],
+    "watcher": ["_INBOX.watcher.>", *STATUS_KINDS],
+    "compiler": ["_INBOX.compiler.>"],
+    "cache-invalidator": [],
+    "decision": ["clearance.v1.check", "clearance.v1.>"],
 }
 SUBSCRIBE_UNIVERSE = [
-    "clearance.decisions.changed", "clearance.status.>",
+    CHANGED, "clearance.status.>", *STATUS_KINDS, "clearance.events.>",
     "clearance.v1.check",      # would let a caller answer for the decision service
-    "clearance.events.>",      # the raw stream
+    "clearance.v1.>",
+    "_INBOX.>",                # everyone's replies
+    *(f"_INBOX.{user}.>" for user in ("producer", "client", "author", "operator", "gateway",
+                                       "watcher", "compiler")),
+    "$KV.CLEARANCE_LEASES.>", "$JS.API.>", ">",
 ]
-
-
-def _config(tmp: Path, port: int, *, tls_dir: Path | None) -> Path:
-    """The shipped accounts.conf included by a minimal server config; without a
-    certificate directory its tls block is removed, else pointed at that directory."""
-    accounts = ACCOUNTS.read_text()
-    if tls_dir is None:
-        accounts, count = re.subn(r"^tls \{.*?^\}\n", "", accounts, flags=re.S | re.M)
-        assert count == 1, "accounts.conf should have exactly one top-level tls block"
-    else:
-        accounts = accounts.replace("/etc/nats/tls", str(tls_dir))
-    (tmp / "accounts.conf").write_text(accounts)
-    main = tmp / "nats.conf"
-    main.write_text(f'host: 127.0.0.1\nport: {port}\n'
-                    f'jetstream {{ store_dir: "{tmp / "js"}" }}\ninclude accounts.conf\n')
-    return main
-
-
-def _start(tmp: Path, *, tls_dir: Path | None = None) -> tuple[servers.Server, str]:
-    port = servers.free_port()
-    conf = _config(tmp, port, tls_dir=tls_dir)
-    server = servers.Server(name="nats-server", argv=[servers.nats_binary(), "-c", str(conf)],
-                            port=port, log_path=tmp / "nats.log")
-    with pytest.MonkeyPatch.context() as env:
-        for role, password in PASSWORDS.items():
-            env.setenv(f"CLEARANCE_NATS_{role.upper()}_PASSWORD", password)
-        server.start()
-    return server, f"nats://127.0.0.1:{port}"
+#: Who publishes a concrete subject an allowed subscription must then receive.
+PUBLISHER = {CHANGED: ("cache-invalidator", CHANGED), "clearance.status.>": ("compiler", STATUS),
+             "clearance.status.accesspolicy.>": ("compiler", STATUS),
+             "clearance.status.monitoraccesspolicy.>": (
+                 "compiler", "clearance.status.monitoraccesspolicy.ns.name"),
+             "clearance.events.>": ("watcher", EVENTS),
+             "clearance.v1.check": ("client", "clearance.v1.check"),
+             "clearance.v1.>": ("client", "clearance.v1.check"),
+             **{f"_INBOX.{user}.>": ("decision", inbox) for user, inbox in INBOXES.items()}}
 
 
 @pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def secured_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A server running the accounts (TLS removed); yields its URL without credentials."""
-    server, url = _start(tmp_path_factory.mktemp("nats-accounts"))
+    server, url = secured.server(tmp_path_factory.mktemp("nats-accounts"))
+    server.start()
     yield url
     server.stop()
 
 
+@pytest.fixture
+def fresh(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A server of its own (no user may delete the stream another test left): its URL and
+    its log, which must show no permission refused when the real services run."""
+    server, url = secured.server(tmp_path / "nats")
+    server.start()
+    yield url, server.log_path
+    server.stop()
+
+
 class Conn:
-    """A connection as one role, recording the permission violations the server reports."""
+    """A connection as one user (reading replies under its own inbox prefix), recording
+    the permission violations the server reports."""
 
     def __init__(self, nc: Client, errors: list[str]) -> None:
         self.nc = nc
@@ -129,137 +172,218 @@ class Conn:
         return True
 
 
-async def _connect(url: str, role: str, **options: Any) -> Conn:
+async def connect(url: str, user: str, **options: Any) -> Conn:
     errors: list[str] = []
 
     async def on_error(exc: Exception) -> None:
         errors.append(str(exc).lower())
 
-    user_url = url.replace("://", f"://{role}:{PASSWORDS[role]}@")
-    nc = await nats.connect(user_url, error_cb=on_error, allow_reconnect=False,
-                            connect_timeout=2, **options)
+    options.setdefault("inbox_prefix", inboxes.prefix_for_user(user))
+    nc = await nats.connect(secured.as_user(url, user), error_cb=on_error,
+                            allow_reconnect=False, connect_timeout=2, **options)
     return Conn(nc, errors)
 
 
 @pytest.fixture
-async def conns(secured: str) -> AsyncIterator[dict[str, Conn]]:
-    """One connection per role, and a service-side responder answering every request."""
-    by_role = {role: await _connect(secured, role) for role in ROLES}
+async def conns(secured_url: str) -> AsyncIterator[dict[str, Conn]]:
+    """One connection per user; the decision user answers every request it hears with
+    the subject asked, and the stream exists (created by the watcher)."""
+    by_user = {user: await connect(secured_url, user) for user in secured.USERS}
 
     async def respond(msg: Msg) -> None:
-        if msg.reply and not msg.subject.startswith("clearance.events."):
+        if msg.reply:
             await msg.respond(msgspec.json.encode({"subject": msg.subject}))
 
-    service = by_role["service"]
-    await service.nc.subscribe("clearance.>", cb=respond)
-    js = service.nc.jetstream()
-    await js.add_stream(name="CLEARANCE_EVENTS", subjects=["clearance.events.>"])
-    yield by_role
-    await js.delete_stream("CLEARANCE_EVENTS")
-    for conn in by_role.values():
+    await by_user["decision"].nc.subscribe("clearance.v1.>", cb=respond)
+    await by_user["decision"].nc.flush()
+    js = by_user["watcher"].nc.jetstream()
+    with contextlib.suppress(nats.js.errors.BadRequestError):  # already there
+        await js.add_stream(name="CLEARANCE_EVENTS", subjects=["clearance.events.>"])
+    yield by_user
+    for conn in by_user.values():
         await conn.nc.close()
 
 
-@pytest.mark.parametrize("role", ["producer", "client", "author", "operator"])
-async def test_role_publishes_exactly_its_subjects(conns: dict[str, Conn], role: str) -> None:
-    conn = conns[role]
-    for subject in MAY_REQUEST[role]:
+@pytest.mark.parametrize("user", secured.USERS)
+async def test_user_publishes_exactly_its_subjects(conns: dict[str, Conn], user: str) -> None:
+    conn = conns[user]
+    requests = [s for s in MAY_PUBLISH[user] if s.startswith("clearance.v1.")]
+    for subject in requests:  # answered, into this user's own inbox
         reply = await conn.nc.request(subject, b"{}", timeout=2)
         assert msgspec.json.decode(reply.data) == {"subject": subject}
-    if role == "producer":
+    if user in ("producer", "watcher"):
         ack = await conn.nc.jetstream().publish(EVENTS, b'{"type": "ADDED", "object": {}}')
         assert ack.stream == "CLEARANCE_EVENTS"
-        # What the producer needs to check the stream is there; nothing more of the API.
-        info = await conn.nc.request("$JS.API.STREAM.INFO.CLEARANCE_EVENTS", b"", timeout=2)
-        assert b'"CLEARANCE_EVENTS"' in info.data
-    allowed = set(MAY_REQUEST[role]) | ({EVENTS} if role == "producer" else set())
-    denied = [subject for subject in PUBLISH_UNIVERSE if subject not in allowed]
+    for subject in MAY_PUBLISH[user]:
+        if subject not in requests:
+            await conn.nc.publish(subject, b"{}")
+    denied = [subject for subject in PUBLISH_UNIVERSE if subject not in MAY_PUBLISH[user]]
     for subject in denied:
         await conn.nc.publish(subject, b"{}", reply=conn.nc.new_inbox())
     assert [s for s in denied if await conn.refused("publish", s)] == denied
-    assert len(conn.errors) == len(denied)  # and nothing allowed was refused
+    await conn.nc.flush()
+    assert len(conn.errors) == len(denied), conn.errors  # and nothing allowed was refused
 
 
-@pytest.mark.parametrize("role", ["producer", "client", "author", "operator"])
-async def test_role_subscribes_exactly_its_subjects(conns: dict[str, Conn], role: str) -> None:
-    conn, service = conns[role], conns["service"].nc
-    for subject in MAY_SUBSCRIBE[role]:
+@pytest.mark.parametrize("user", secured.USERS)
+async def test_user_subscribes_exactly_its_subjects(conns: dict[str, Conn], user: str) -> None:
+    conn = conns[user]
+    for subject in MAY_SUBSCRIBE[user]:
         sub = await conn.nc.subscribe(subject)
-        concrete = subject.replace(">", "accesspolicy.ns.name")
-        for _ in range(20):  # until the server has the subscription
-            await service.publish(concrete, b"{}")
-            with contextlib.suppress(nats.errors.TimeoutError):
-                assert (await sub.next_msg(timeout=0.1)).subject == concrete
-                break
-        else:
-            pytest.fail(f"{role} received nothing on {subject}")
+        if subject in PUBLISHER:
+            publisher, concrete = PUBLISHER[subject]
+            for _ in range(20):  # until the server has the subscription
+                await conns[publisher].nc.publish(concrete, b"{}")
+                with contextlib.suppress(nats.errors.TimeoutError):
+                    assert (await sub.next_msg(timeout=0.1)).subject == concrete
+                    break
+            else:
+                pytest.fail(f"{user} received nothing on {subject}")
         await sub.unsubscribe()
-    denied = [s for s in SUBSCRIBE_UNIVERSE if s not in MAY_SUBSCRIBE[role]]
+    denied = [s for s in SUBSCRIBE_UNIVERSE if s not in MAY_SUBSCRIBE[user]]
     for subject in denied:
         await conn.nc.subscribe(subject)
     assert [s for s in denied if await conn.refused("subscription", s)] == denied
+    await conn.nc.flush()
+    assert len(conn.errors) == len(denied), conn.errors
 
 
-async def test_service_user_runs_the_stream_and_its_consumers(conns: dict[str, Conn]) -> None:
-    await conns["producer"].nc.jetstream().publish(EVENTS, b'{"type": "ADDED", "object": {}}')
-    service = conns["service"]
-    sub = await service.nc.jetstream().pull_subscribe(EVENTS, durable="accounts-test")
-    (msg,) = await sub.fetch(1, timeout=2)
-    await msg.ack_sync(timeout=2)  # acknowledgements go to $JS.ACK.>
-    await service.nc.publish("clearance.status.accesspolicy.ns.name", b"{}")
-    await service.nc.publish("clearance.decisions.changed", b"{}")
-    # A round trip after the publishes: any -ERR for them would have arrived before it.
-    assert b'"api"' in (await service.nc.request("$JS.API.INFO", b"", timeout=2)).data
-    assert service.errors == []
+async def test_a_reply_reaches_only_the_caller_that_asked(conns: dict[str, Conn]) -> None:
+    """Every role's replies arrive under its own prefix, which no other role may read."""
+    seen: list[str] = []
+
+    async def spy(msg: Msg) -> None:
+        seen.append(msg.subject)
+
+    for user in ("client", "author", "operator", "gateway", "producer"):
+        await conns[user].nc.subscribe("_INBOX.>", cb=spy)
+    for user in ("client", "author", "operator", "gateway"):
+        reply = await conns[user].nc.request("clearance.v1.check.batch", b"{}", timeout=2)
+        assert reply.subject.startswith(f"_INBOX.{user}.")
+    assert seen == []
+    for user in ("client", "author", "operator", "gateway", "producer"):
+        assert await conns[user].refused("subscription", "_INBOX.>")
 
 
-async def test_clearance_runs_as_service_and_answers_client_and_operator(
-        secured: str, clean_servers: Servers, tmp_path: Path) -> None:
-    """The real services on the secured server: ``service`` is all they need."""
+async def test_the_producer_appends_from_its_own_account(conns: dict[str, Conn]) -> None:
+    """Its publishes reach the stream (acknowledged, de-duplicated), but a reply subject it
+    names is in its own account: the stream's acknowledgement lands on no lease key and no
+    subject of Clearance's."""
+    producer, watcher = conns["producer"], conns["watcher"]
+    js = producer.nc.jetstream()
+    first = await js.publish(EVENTS, b'{"type": "ADDED", "object": {}}',
+                             headers={"Nats-Msg-Id": "accounts-test-1"})
+    again = await js.publish(EVENTS, b'{"type": "ADDED", "object": {}}',
+                             headers={"Nats-Msg-Id": "accounts-test-1"})
+    assert (again.seq, again.duplicate) == (first.seq, True)
+    kv = await watcher.nc.jetstream().create_key_value(bucket="CLEARANCE_LEASES", ttl=5,
+                                                        history=1)
+    await kv.put("watcher.manifests", b"holder")
+    changed = await conns["client"].nc.subscribe(CHANGED)
+    await conns["client"].nc.flush()
+    for reply in ("$KV.CLEARANCE_LEASES.watcher.manifests", CHANGED):
+        await producer.nc.publish(EVENTS, b'{"type": "ADDED", "object": {}}', reply=reply)
+    await producer.nc.flush()
+    for _ in range(100):  # both stored (the stream stores after the flush's PONG) ...
+        info = await watcher.nc.jetstream().stream_info("CLEARANCE_EVENTS")
+        if info.state.last_seq >= first.seq + 2:
+            break
+        await asyncio.sleep(0.05)
+    assert info.state.last_seq >= first.seq + 2
+    assert (await kv.get("watcher.manifests")).value == b"holder"  # ... no ack on the lease
+    with pytest.raises(nats.errors.TimeoutError):
+        await changed.next_msg(timeout=0.3)  # ... nor on decisions.changed
+
+
+def _run_services_as_their_users(url: str, redis_url: str, manifests: Path,
+                                 caller: str = "operator") -> System:
+    return System(secured.as_user(url, caller), redis_url, manifests,
+                  service_urls=secured.service_urls(url),
+                  reply_prefixes=secured.reply_prefixes(),
+                  inspect_url=secured.as_user(url, "watcher"))
+
+
+async def test_clearance_runs_as_its_users_and_answers_every_role(
+        fresh: tuple[str, Path], clean_servers: Servers, tmp_path: Path) -> None:
+    """The real services, each as its own user, on the secured server: nothing they do is
+    refused (the server's log shows no violation), restarts and rebuilds included, and
+    client, author, operator and the gateway get their answers."""
+    url, log = fresh
     manifests = tmp_path / "manifests"
     manifests.mkdir()
-    service_url = secured.replace("://", f"://service:{PASSWORDS['service']}@")
-    system = System(service_url, clean_servers.redis_url, manifests)
+    system = _run_services_as_their_users(url, clean_servers.redis_url, manifests)
+    system.settings = msgspec.structs.replace(
+        system.settings, gateway_host="127.0.0.1", gateway_port=servers.free_port(),
+        gateway_tls_dir=tmp_path / "gateway")
     system.write("all.yaml", cluster("prod-east", env="prod"), group("team", "alice"),
-                 policy("team", groups=["team"], default="all"))
-    client = await _connect(secured, "client")
-    operator = await _connect(secured, "operator")
+                 group("sre", "alice"), policy("team", groups=["team"], default="all"),
+                 cluster_role("pod-reader", [{"apiGroups": [""], "resources": ["pods", "pods/log"],
+                                              "verbs": ["get"]}]),
+                 binding("RoleBinding", "readers", ("ClusterRole", "pod-reader"),
+                         [{"kind": "Group", "name": "sre"}], namespace="shop"))
+    users = {user: await connect(url, user) for user in ("client", "author", "operator")}
+    gateway: Gateway | None = None
     try:
-        await system.start()
+        await system.start("watcher", "compiler", "cache-invalidator", "decision", "gateway")
         revision = await system.settle()
-        check = {"principal": {"username": "alice"}, "action": "view",
-                 "resource": {"type": "cluster", "name": "prod-east"},
-                 "min_revision": revision}
+        check = msgspec.json.encode({
+            "principal": {"username": "alice"}, "action": "view",
+            "resource": {"type": "cluster", "name": "prod-east"}, "min_revision": revision})
         reply = msgspec.json.decode(
-            (await client.nc.request("clearance.v1.check", msgspec.json.encode(check),
-                                     timeout=5)).data)
+            (await users["client"].nc.request("clearance.v1.check", check, timeout=5)).data)
         assert (reply["decision"], reply["policy"]) == ("allow", "ns/team")
+        effective = msgspec.json.decode((await users["author"].nc.request(
+            "clearance.v1.policy-status", msgspec.json.encode(
+                {"kind": "MonitorAccessPolicy", "namespace": "ns", "name": "team"}),
+            timeout=5)).data)
+        assert effective["state"] == "Active"
         status = msgspec.json.decode(
-            (await operator.nc.request("clearance.v1.status", b"{}", timeout=5)).data)
+            (await users["operator"].nc.request("clearance.v1.status", b"{}", timeout=5)).data)
         assert status["revision"] >= revision
-        await client.nc.publish("clearance.v1.status", b"{}", reply=client.nc.new_inbox())
-        assert await client.refused("publish", "clearance.v1.status")
+        certificate = tmp_path / "gateway" / tls.CERT_FILE
+        for _ in range(100):  # written as the gateway starts
+            if certificate.exists():
+                break
+            await asyncio.sleep(0.05)
+        gateway = Gateway(f"https://127.0.0.1:{system.settings.gateway_port}", certificate)
+        await gateway.ready()
+        code, review, _ = await gateway.post("/authorize", APISERVER_REVIEW)
+        assert (code, review["status"]["allowed"]) == (200, True)
+        # Restarts: the compiler takes its lease back over its deletion marker, the
+        # watcher reads its own objects back; a flushed store is rebuilt from the stream.
+        await system.stop("compiler", "watcher")
+        system.write("more.yaml", cluster("prod-west", env="prod"))
+        await system.start("compiler", "watcher")
+        await system.settle(timeout=20)
+        reply = msgspec.json.decode((await users["client"].nc.request(
+            "clearance.v1.check", check.replace(b"prod-east", b"prod-west"), timeout=5)).data)
+        assert reply["decision"] == "allow"
+        await users["client"].nc.publish("clearance.v1.status", b"{}",
+                                         reply=users["client"].nc.new_inbox())
+        assert await users["client"].refused("publish", "clearance.v1.status")
     finally:
-        await client.nc.close()
-        await operator.nc.close()
+        if gateway is not None:
+            await gateway.session.close()
+        for conn in users.values():
+            await conn.nc.close()
         await system.close()
-        cleanup = await nats.connect(service_url)  # the other tests make their own stream
-        await cleanup.jetstream().delete_stream("CLEARANCE_EVENTS")
-        await cleanup.close()
+    violations = [line for line in log.read_text().splitlines() if "Violation" in line]
+    assert violations == [
+        line for line in violations if "user:client" in line and "clearance.v1.status" in line]
 
 
 async def test_ops_console_works_as_operator(
-        secured: str, clean_servers: Servers, tmp_path: Path) -> None:
+        fresh: tuple[str, Path], clean_servers: Servers, tmp_path: Path) -> None:
     """The console needs nothing but the operator role: it sees the event flow per kind
     (no permission refused), the status, policies by state, and answers the playground."""
+    url, _ = fresh
     manifests = tmp_path / "manifests"
     manifests.mkdir()
-    service_url = secured.replace("://", f"://service:{PASSWORDS['service']}@")
-    operator_url = secured.replace("://", f"://operator:{PASSWORDS['operator']}@")
-    system = System(service_url, clean_servers.redis_url, manifests)
+    system = _run_services_as_their_users(url, clean_servers.redis_url, manifests)
     port = servers.free_port()
     started = asyncio.Event()
-    console = asyncio.create_task(console_app.run(operator_url, port=port, started=started))
+    console = asyncio.create_task(console_app.run(secured.as_user(url, "operator"), port=port,
+                                                  started=started))
     base = f"http://127.0.0.1:{port}"
     try:
         await asyncio.wait_for(started.wait(), 10)
@@ -288,9 +412,19 @@ async def test_ops_console_works_as_operator(
         with contextlib.suppress(asyncio.CancelledError):
             await console
         await system.close()
-        cleanup = await nats.connect(service_url)
-        await cleanup.jetstream().delete_stream("CLEARANCE_EVENTS")
-        await cleanup.close()
+
+
+def test_a_missing_password_keeps_the_server_from_starting(tmp_path: Path) -> None:
+    conf = secured.config(tmp_path, servers.free_port())
+    accounts = conf.parent / "accounts.conf"
+    text = accounts.read_text()
+    accounts.write_text(text.replace(
+        f'{secured.password_variable("decision")}: "decision-secret-pw"\n', ""))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLEARANCE_NATS_")}
+    test = subprocess.run([servers.nats_binary(), "-t", "-c", str(conf)], env=env,
+                          capture_output=True, text=True, check=False)
+    assert test.returncode != 0
+    assert "CLEARANCE_NATS_DECISION_PASSWORD" in test.stdout + test.stderr
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl for a test cert")
@@ -298,12 +432,13 @@ async def test_shipped_tls_block_requires_tls(tmp_path: Path) -> None:
     certs = tmp_path / "tls"
     certs.mkdir()
     _self_signed(certs)
-    server, url = _start(tmp_path, tls_dir=certs)
+    server, url = secured.server(tmp_path / "nats", tls_dir=certs)
+    server.start()
     try:
         with pytest.raises(Exception):  # noqa: B017  (untrusted certificate, any error)
-            await _connect(url, "client", max_reconnect_attempts=0)
+            await connect(url, "client", max_reconnect_attempts=0)
         trusted = ssl.create_default_context(cafile=str(certs / "ca.crt"))
-        conn = await _connect(url, "operator", tls=trusted)
+        conn = await connect(url, "operator", tls=trusted)
         with pytest.raises(nats.errors.NoRespondersError):  # allowed, nobody answering
             await conn.nc.request("clearance.v1.status", b"{}", timeout=2)
         await conn.nc.close()

@@ -71,9 +71,8 @@ def test_can_i_builds_a_subject_access_review() -> None:
     review = reviews.subject_review(parse("can-i", "get", "pods/log", "-n", "payments",
                                           "--as", "alice", "--as-group", "team"))
     body = json.loads(msgspec.json.encode(review))
-    assert body["spec"]["resourceAttributes"] == {
-        "namespace": "payments", "verb": "get", "group": "", "version": "", "resource": "pods",
-        "subresource": "log", "name": ""}
+    assert body["spec"]["resourceAttributes"] == {  # empty members left out, as kubectl
+        "namespace": "payments", "verb": "get", "resource": "pods", "subresource": "log"}
     assert (body["spec"]["user"], body["spec"]["groups"]) == ("alice", ["team"])
     url = json.loads(msgspec.json.encode(reviews.subject_review(
         parse("can-i", "get", "/healthz", "--as", "a"))))
@@ -148,6 +147,23 @@ def test_connection_flags_and_their_environment_variables(
     assert (from_env["nkeys_seed"], from_env["user"]) == (str(creds), "from-env")
     with pytest.raises(CliError, match="exclude each other"):
         client.connect_options(parse("status", "--nats-creds", str(creds)))
+
+
+def test_replies_arrive_under_the_users_own_inbox(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CLEARANCE_NATS_URL", raising=False)
+    monkeypatch.delenv("CLEARANCE_NATS_USER", raising=False)
+    monkeypatch.delenv("CLEARANCE_NATS_INBOX_PREFIX", raising=False)
+    monkeypatch.chdir("/")  # no .clearance/endpoints.json
+    assert client.connect_options(parse("status"))["inbox_prefix"] == "_INBOX"
+    assert client.connect_options(parse(
+        "status", "-s", "nats://operator:pw@nats:4222"))["inbox_prefix"] == "_INBOX.operator"
+    assert client.connect_options(parse(
+        "status", "--nats-user", "author", "--nats-password", "pw"))["inbox_prefix"] == \
+        "_INBOX.author"
+    monkeypatch.setenv("CLEARANCE_NATS_INBOX_PREFIX", "_INBOX.mine")
+    assert client.connect_options(parse("status"))["inbox_prefix"] == "_INBOX.mine"
+    with pytest.raises(CliError, match="inbox-prefix"):
+        client.connect_options(parse("status", "--nats-inbox-prefix", "_INBOX.>"))
 
 
 def test_tls_flags_build_a_context(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from clearance_core.errors import InvalidObject
-from clearance_core.kinds import ObjectRef, event_subject, ref_of, subject_token
+from clearance_core.kinds import ObjectRef, event_subject, ref_of, status_subject, subject_token
 from clearance_core.registry import REGISTRY, WATCHED
 
 
@@ -51,26 +51,59 @@ def test_the_subject_token_is_the_uid_when_nats_safe_else_derived() -> None:
 
 
 def test_status_subjects_carry_kubernetes_names_and_hash_anything_else() -> None:
-    from clearance_core.kinds import status_subject  # noqa: PLC0415
-
     ref = ObjectRef("monitoraccesspolicy", "team-a", "my.policy")
     assert status_subject(ref) == "clearance.status.monitoraccesspolicy.team-a.my.policy"
     assert status_subject(ObjectRef("group", "", "g")) == "clearance.status.group._.g"
-    for hostile in ("a b", "x*", "y>", "n" * 5000, "tab\there", "..", "ünï"):
+    for hostile in ("a b", "x*", "y>", "n" * 5000, "tab\there", "..", "ünï", "_", "a_b"):
         subject = status_subject(ObjectRef("monitoraccesspolicy", "ns", hostile))
-        token = subject.rsplit(".", 1)[-1]
-        assert token.startswith("h-") and len(subject) < 100
+        token = subject.removeprefix("clearance.status.monitoraccesspolicy.ns.")
+        assert token.startswith("_") and "." not in token and len(subject) < 100
     assert status_subject(ObjectRef("monitoraccesspolicy", "ns", "a b")) == \
         status_subject(ObjectRef("monitoraccesspolicy", "ns", "a b"))  # stable
 
 
+def test_the_subjects_that_collided_are_apart() -> None:
+    # Namespace a, name b.c and namespace a.b, name c were one subject; so were a
+    # cluster-scoped object and one in a namespace named "_", and a hashed name and a real
+    # name spelling that hash.
+    dotted = status_subject(ObjectRef("accesspolicy", "a", "b.c"))
+    assert dotted == "clearance.status.accesspolicy.a.b.c"
+    assert status_subject(ObjectRef("accesspolicy", "a.b", "c")) != dotted
+    assert status_subject(ObjectRef("group", "_", "g")) != \
+        status_subject(ObjectRef("group", "", "g"))
+    hashed = status_subject(ObjectRef("group", "ns", "a b")).rsplit(".", 1)[1]
+    assert status_subject(ObjectRef("group", "ns", hashed)) != \
+        status_subject(ObjectRef("group", "ns", "a b"))
+    assert status_subject(ObjectRef("group", hashed, "x")).split(".")[3] != hashed
+
+
 @given(st.text(alphabet=st.sampled_from("aZ09-_.:@ *>\t\nü\u0130\u212a"), max_size=12))
 def test_a_name_is_its_own_status_token_exactly_when_a_subject_can_carry_it(name: str) -> None:
-    from clearance_core.kinds import status_subject  # noqa: PLC0415
-
     carried = (0 < len(name) <= 253 and ".." not in name and not name.startswith(".")
                and not name.endswith(".")
-               and all(c.isascii() and (c.isalnum() or c in "-_.:@") for c in name))
+               and all(c.isascii() and (c.isalnum() or c in "-.:@") for c in name))
     token = status_subject(ObjectRef("group", "", name)).removeprefix("clearance.status.group._.")
     assert (token == name) is carried
-    assert carried or token.startswith("h-")
+    assert carried or (token.startswith("_") and len(token) == 33)
+
+
+# Namespaces and names as any producer may write them: Kubernetes-like words, dots, the
+# hashed form's marker, what a subject cannot carry.
+_PARTS = st.text(alphabet=st.sampled_from("ab0-._ *>:Zé"), max_size=8)
+
+
+@given(st.tuples(_PARTS, _PARTS), st.tuples(_PARTS, _PARTS))
+def test_no_two_objects_share_a_status_subject(one: tuple[str, str],
+                                               two: tuple[str, str]) -> None:
+    first, second = ObjectRef("accesspolicy", *one), ObjectRef("accesspolicy", *two)
+    assert (status_subject(first) == status_subject(second)) is (first == second)
+
+
+@given(_PARTS, _PARTS)
+def test_the_namespace_is_one_token_and_the_name_the_rest(namespace: str, name: str) -> None:
+    subject = status_subject(ObjectRef("monitoraccesspolicy", namespace, name))
+    _, _, kind, ns_token, rest = subject.split(".", 4)
+    assert kind == "monitoraccesspolicy"
+    assert ns_token == (namespace or "_") or (ns_token.startswith("_") and len(ns_token) == 33)
+    assert rest == name or (rest.startswith("_") and len(rest) == 33)
+    assert all(token and token not in ("*", ">") for token in subject.split("."))

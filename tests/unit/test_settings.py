@@ -56,3 +56,29 @@ def test_a_bad_value_is_one_clear_line(variable: str, value: str, expected: str)
     message = str(exit_.value)
     assert message.startswith(f"invalid configuration: {variable}={value!r}: ")
     assert expected in message and "\n" not in message
+
+
+def test_each_service_may_have_its_own_nats_user_and_inbox() -> None:
+    settings = Settings.from_env({
+        "CLEARANCE_NATS_URL": "nats://operator:pw@n:1",
+        "CLEARANCE_DECISION_NATS_URL": "nats://decision:pw@n:1",
+        "CLEARANCE_CACHE_INVALIDATOR_NATS_URL": "nats://cache-invalidator:pw@n:1",
+        "CLEARANCE_REPLY_PREFIXES": "_INBOX.client,_INBOX.author"})
+    assert settings.nats_url_for("decision") == "nats://decision:pw@n:1"
+    assert settings.nats_url_for("cache-invalidator") == "nats://cache-invalidator:pw@n:1"
+    assert settings.nats_url_for("compiler") == "nats://operator:pw@n:1"
+    assert settings.inbox_prefix_for("cache-invalidator") == "_INBOX.cache-invalidator"
+    assert settings.inbox_prefix_for("console") == "_INBOX.operator"
+    assert settings.reply_prefix_list == ("_INBOX.client", "_INBOX.author")
+    explicit = Settings.from_env({"CLEARANCE_NATS_URL": "nats://operator:pw@n:1",
+                                  "CLEARANCE_NATS_INBOX_PREFIX": "_INBOX.ops"})
+    assert explicit.inbox_prefix_for("watcher") == "_INBOX.ops"
+    assert Settings().inbox_prefix_for("watcher") == "_INBOX"
+
+
+@pytest.mark.parametrize(("variable", "value"), [
+    ("CLEARANCE_REPLY_PREFIXES", "_INBOX.>"), ("CLEARANCE_REPLY_PREFIXES", ","),
+    ("CLEARANCE_NATS_INBOX_PREFIX", "_INBOX.*")])
+def test_a_prefix_that_is_no_subject_ends_with_one_line(variable: str, value: str) -> None:
+    with pytest.raises(SystemExit, match=f"invalid configuration: {variable}="):
+        Settings.from_env({variable: value})

@@ -79,6 +79,7 @@ from clearance_core.wire.lists import (
 from clearance_core.wire.reviews import (
     HubEntry,
     NonResourceAttributes,
+    ObjectMeta,
     ResourceAttributes,
     ResourceReviewReply,
     ResourceReviewRequest,
@@ -200,6 +201,7 @@ __all__ = [
     "NamespaceMetrics",
     "NodeMetrics",
     "NonResourceAttributes",
+    "ObjectMeta",
     "PermissionsReply",
     "PoliciesReply",
     "PolicyState",

@@ -10,7 +10,9 @@ from clearance_core.wire.common import PrincipalBase, RequestBase
 from clearance_core.wire.limits import Groups, Items
 
 
-class ResourceAttributes(msgspec.Struct, kw_only=True, rename="camel"):
+# The review's members are sent back as Kubernetes writes them: empty ones left out
+# (omit_defaults), as an API server answers.
+class ResourceAttributes(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True):
     namespace: str = ""
     verb: str = ""
     group: str = ""
@@ -20,12 +22,13 @@ class ResourceAttributes(msgspec.Struct, kw_only=True, rename="camel"):
     name: str = ""
 
 
-class NonResourceAttributes(msgspec.Struct, kw_only=True):
+class NonResourceAttributes(msgspec.Struct, kw_only=True, omit_defaults=True):
     path: str = ""
     verb: str = ""
 
 
-class SubjectAccessReviewSpec(msgspec.Struct, kw_only=True, rename="camel"):
+class SubjectAccessReviewSpec(msgspec.Struct, kw_only=True, rename="camel",
+                              omit_defaults=True):
     resource_attributes: ResourceAttributes | None = None
     non_resource_attributes: NonResourceAttributes | None = None
     user: str = ""
@@ -34,11 +37,27 @@ class SubjectAccessReviewSpec(msgspec.Struct, kw_only=True, rename="camel"):
     extra: dict[str, list[str]] = {}
 
 
+class ObjectMeta(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True):
+    """Kubernetes ObjectMeta, the members a review's ``metadata`` may carry and gets back
+    (others are ignored, as any unknown member)."""
+
+    name: str = ""
+    generate_name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = ""
+    generation: int = 0
+    creation_timestamp: str | None = None
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+
+
 class SubjectAccessReview(RequestBase, kw_only=True, rename={"api_version": "apiVersion"}):
     """``clearance.v1.review.subject``: what a Kubernetes client sends to an API server."""
 
     api_version: str = "authorization.k8s.io/v1"
     kind: str = "SubjectAccessReview"
+    metadata: ObjectMeta | msgspec.UnsetType = msgspec.UNSET
     spec: SubjectAccessReviewSpec
 
 
@@ -49,18 +68,15 @@ class SubjectAccessReviewStatus(msgspec.Struct, kw_only=True, rename="camel"):
     evaluation_error: str | msgspec.UnsetType = msgspec.UNSET
 
 
-# The one reply not sent as encoded: a Kubernetes client sends what it sends to an API
-# server and gets its review back, every member (unknown ones included) as it wrote them.
-# A Struct cannot carry members it does not declare, so the decision service builds this
-# Struct and sends the request's own JSON members with ``status`` and ``revision`` set
-# from it (clearance_decision.reviews.echo). Its declared members document the reply.
 class SubjectAccessReviewReply(msgspec.Struct, kw_only=True,
                                rename={"api_version": "apiVersion"}):
-    """``clearance.v1.review.subject``: the review exactly as it was sent (every member,
-    unknown ones included), with ``status`` and ``revision`` set."""
+    """``clearance.v1.review.subject``: the review as Kubernetes knows it — ``apiVersion``,
+    ``kind``, ``metadata`` and ``spec`` as sent (the members declared here; anything else
+    the request held is not sent back) — with ``status`` and ``revision`` set."""
 
     api_version: str = "authorization.k8s.io/v1"
     kind: str = "SubjectAccessReview"
+    metadata: ObjectMeta | msgspec.UnsetType = msgspec.UNSET
     spec: SubjectAccessReviewSpec
     status: SubjectAccessReviewStatus
     revision: int

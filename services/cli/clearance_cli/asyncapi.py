@@ -18,9 +18,12 @@ from clearance_core import registry, wire
 VERSION = "3.0.0"
 #: Request subjects share this prefix; the rest of the subject names its channel.
 _PREFIX = "clearance.v1."
-_SEGMENT = {"description": "A Kubernetes namespace or name; one a subject cannot carry "
-                           "(whitespace, `*`, `>`, over 253 characters) is `h-<hash>`, "
-                           "`_` stands for no namespace."}
+_NAMESPACE = {"description": "A Kubernetes namespace (one token); `_` stands for no "
+                             "namespace, and any other namespace than a DNS label is `_` "
+                             "followed by a hash of it."}
+_NAME = {"description": "A name, dots and all; one a subject cannot carry as it is "
+                        "(whitespace, `*`, `>`, `_`, over 253 characters) is `_` followed "
+                        "by a hash of it."}
 
 #: The application's own events: (channel id, address, parameters, message Struct,
 #: action, summary). ``receive``: Clearance consumes it; ``send``: Clearance publishes it.
@@ -37,11 +40,11 @@ EVENTS: list[tuple[str, str, dict[str, Any], type[msgspec.Struct], str, str]] = 
      "Published after each event that can alter answers: the users and groups it names "
      "(or `all`), for clients that cache decisions."),
     ("monitorAccessPolicyStatus", "clearance.status.monitoraccesspolicy.{namespace}.{name}",
-     {"namespace": _SEGMENT, "name": _SEGMENT}, wire.PolicyStatus, "send",
+     {"namespace": _NAMESPACE, "name": _NAME}, wire.PolicyStatus, "send",
      "A MonitorAccessPolicy's status whenever the compiler folds or re-checks it "
      "(`state: Deleted` when it goes)."),
     ("accessPolicyStatus", "clearance.status.accesspolicy.{namespace}.{name}",
-     {"namespace": _SEGMENT, "name": _SEGMENT}, wire.PolicyStatus, "send",
+     {"namespace": _NAMESPACE, "name": _NAME}, wire.PolicyStatus, "send",
      "An AccessPolicy's conditions whenever they change (`state: Deleted` when it goes)."),
 ]
 
@@ -73,9 +76,10 @@ def render(summaries: dict[str, str], components: dict[str, Any]) -> dict[str, A
                    message(wire.ErrorReply)}
         channels[f"{cid}Reply"] = {
             "address": None, "title": f"{subject} reply",
-            "description": "The requester's inbox (the request's NATS reply subject): "
-                           f"the {reply.__name__}, or an ErrorReply; an error never "
-                           "implies access.",
+            "description": "The requester's inbox (the request's NATS reply subject, "
+                           "under an inbox prefix: a request with any other reply subject "
+                           f"is not answered): the {reply.__name__}, or an ErrorReply; an "
+                           "error never implies access.",
             "messages": replies}
         operations[cid] = {
             "action": "receive", "title": subject, "summary": summaries[subject],

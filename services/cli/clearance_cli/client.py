@@ -20,6 +20,7 @@ import nats.errors
 
 from clearance_cli import output
 from clearance_cli.flags import NO, OK, UNAVAILABLE, USAGE, CliError
+from clearance_core import inboxes
 
 #: Error codes that mean "what you asked cannot be answered as asked" (exit 2); the
 #: others (stale, unavailable, internal) are the system's trouble (exit 3).
@@ -83,6 +84,12 @@ def connect_options(args: argparse.Namespace) -> dict[str, Any]:
         options["user"], options["password"] = args.nats_user, args.nats_password
     if args.nats_token:
         options["token"] = args.nats_token
+    # Replies under the user's own inbox prefix: the only one its NATS user may read.
+    try:
+        options["inbox_prefix"] = inboxes.prefix_for(
+            nats_url(args), user=args.nats_user, explicit=args.nats_inbox_prefix)
+    except ValueError as exc:
+        raise CliError(f"--nats-inbox-prefix: {exc}") from None
     context = tls_context(args)
     if context is not None:
         options["tls"] = context

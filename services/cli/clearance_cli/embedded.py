@@ -89,9 +89,14 @@ def up(args: argparse.Namespace, settings: Settings) -> None:
         # told to trust it keeps trusting it across restarts.
         gateway_port = _port(args.gateway_port or settings.gateway_port)
         tls_dir = settings.gateway_tls_dir or state / "gateway"
+        # The embedded server has no users: every service on its URL, replies anywhere
+        # under _INBOX (whatever per-service users the environment names elsewhere).
         run_settings = msgspec.structs.replace(
             settings, nats_url=nats_url, redis_url=redis_url, manifests=manifests,
-            gateway_port=gateway_port, gateway_tls_dir=tls_dir,
+            gateway_port=gateway_port, gateway_tls_dir=tls_dir, nats_inbox_prefix="",
+            reply_prefixes="_INBOX", watcher_nats_url="", compiler_nats_url="",
+            cache_invalidator_nats_url="", decision_nats_url="", gateway_nats_url="",
+            console_nats_url="",
         )
         gateway = f"https://127.0.0.1:{gateway_port}"
         certificate = settings.gateway_tls_cert or tls_dir / tls.CERT_FILE

@@ -66,6 +66,10 @@ def connection_flags() -> argparse.ArgumentParser:
                             "a flag shows in the process list)")
     group.add_argument("--nats-token", metavar="TOKEN", default=_env("TOKEN"),
                        help="NATS authentication token (CLEARANCE_NATS_TOKEN)")
+    group.add_argument("--nats-inbox-prefix", metavar="PREFIX", default=_env("INBOX_PREFIX"),
+                       help="where replies arrive (CLEARANCE_NATS_INBOX_PREFIX; default "
+                            "_INBOX.<user> for the user of --nats-user or the URL, else "
+                            "_INBOX): a NATS user may read only its own inboxes")
     group.add_argument("--tls-ca", metavar="FILE", default=_env("TLS_CA"),
                        help="CA certificates to trust for the server (CLEARANCE_NATS_TLS_CA); "
                             "implies TLS")

@@ -91,7 +91,10 @@ async def _closed_watch(nc: Client, work: asyncio.Task[None]) -> None:
 
 
 async def _run_once(name: str, settings: Settings) -> None:
-    nc = await bus.connect(settings.nats_url, name=f"clearance-{name}")
+    # Each service as its own NATS user where one is configured (``run all``), reading
+    # replies under that user's own inbox prefix.
+    nc = await bus.connect(settings.nats_url_for(name), name=f"clearance-{name}",
+                           inbox_prefix=settings.inbox_prefix_for(name))
     # redis-py's default pool of 100 refused bursts with "Too many connections" (seen in
     # the soak). A blocking pool queues instead but costs ~10% of cached-check throughput
     # (its condition and timeout per command, measured with the bench), so: a larger pool.
@@ -154,7 +157,8 @@ async def run_console(settings: Settings, host: str, port: int) -> None:
     from clearance_console import app as console_app  # noqa: PLC0415 - as the services
 
     structlog.contextvars.bind_contextvars(service="console")
-    run = functools.partial(console_app.run, settings.nats_url, host=host, port=port)
+    run = functools.partial(console_app.run, settings.nats_url_for("console"), host=host,
+                            port=port, inbox_prefix=settings.inbox_prefix_for("console"))
     await retries.forever("service", run, on=retries.any_error, backoff=retries.FAILURE)
 
 

@@ -23,15 +23,17 @@ def url(host: str, port: int) -> str:
 
 
 async def run(nats_url: str, *, host: str = "127.0.0.1", port: int = 8080,
-              started: asyncio.Event | None = None) -> None:
-    """Serve until cancelled (connecting to NATS first, retrying until it answers)."""
+              started: asyncio.Event | None = None, inbox_prefix: str | None = None) -> None:
+    """Serve until cancelled (connecting to NATS first, retrying until it answers).
+    ``inbox_prefix``: where replies arrive (unset: from the URL's user, see bus.connect)."""
     buses: list[Bus] = []
 
     async def on_error(exc: Exception) -> None:
         for bus in buses:  # none yet while connecting
             await bus.on_error(exc)
 
-    nc = await nats_bus.connect(nats_url, name="clearance-console", error_cb=on_error)
+    nc = await nats_bus.connect(nats_url, name="clearance-console", error_cb=on_error,
+                                inbox_prefix=inbox_prefix)
     bus = Bus(nc, Live())
     buses.append(bus)
     app_runner = web.AppRunner(application(bus), shutdown_timeout=1.0, access_log=None)

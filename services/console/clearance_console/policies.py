@@ -80,7 +80,7 @@ def classify(kind: str, namespace: str, name: str, status: dict[str, Any]) -> Po
 
 def from_subject(subject: str) -> tuple[str, str, str] | None:
     """``clearance.status.<kind>.<namespace>.<name>`` -> (Kind, namespace, name). A
-    namespace or name a subject cannot carry appears hashed (``h-…``); the body does not
+    namespace or name a subject cannot carry appears hashed (``_…``); the body does not
     name the object, so the hashed form is what the console shows."""
     parts = subject.split(".", 4)
     if len(parts) != 5 or parts[2] not in KINDS:

@@ -34,7 +34,6 @@ from clearance_core.wire import (
     SUBJECT_SEARCH_PLAN,
     SUBJECT_STATUS,
 )
-from clearance_decision import reviews
 from clearance_decision.checks import Checks, validate_batch
 from clearance_decision.decider import Decider
 from clearance_decision.inherited import Inherited, validate_effective, validate_reach
@@ -72,7 +71,7 @@ class DecisionService:
             SUBJECT_FILTER: Serve(lists.filter),
             SUBJECT_METRICS: Serve(lists.metrics),
             SUBJECT_CUSTOM_TYPES: Serve(lists.custom_types),
-            SUBJECT_REVIEW_SUBJECT: Serve(review.subject, encode=reviews.echo, whole=True),
+            SUBJECT_REVIEW_SUBJECT: Serve(review.subject, whole=True),
             SUBJECT_REVIEW_RULES: Serve(review.rules, whole=True),
             SUBJECT_REVIEW_RESOURCE: Serve(review.resource, whole=True),
             SUBJECT_SEARCH_FILTER: Serve(review.search_filter, whole=True),
@@ -87,7 +86,7 @@ class DecisionService:
                                            whole=True),
             SUBJECT_EFFECTIVE_SIMULATE: Serve(inherited.simulate, whole=True),
         }, self._reads, self._tokens)
-        self._responder = Responder(nc, queue=QUEUE)
+        self._responder = Responder(nc, queue=QUEUE, reply_prefixes=settings.reply_prefix_list)
         self._revision = 0
 
     async def check_many(self, bodies: list[bytes]) -> list[bytes]:

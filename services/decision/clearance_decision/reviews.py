@@ -13,8 +13,6 @@ the service-account groups.
 
 from __future__ import annotations
 
-import msgspec
-
 from clearance_core import search
 from clearance_core.errors import BadRequest
 from clearance_core.rbac import Attributes, NonResourceAttributes, ResourceAttributes
@@ -36,24 +34,6 @@ from clearance_core.wire import (
     SubjectAccessReviewStatus,
 )
 from clearance_runtime.reads import Reads
-
-# A review comes back as it was sent: its members are kept as raw JSON, never rebuilt as
-# Python objects (cheap whatever the client put in them).
-_members = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_encode = msgspec.json.Encoder().encode
-
-
-def echo(reply: SubjectAccessReviewReply, body: bytes) -> bytes:
-    """The reply to a SubjectAccessReview: the request's own members, unknown ones
-    included, with ``status`` and ``revision`` set from ``reply``.
-
-    Why not the Struct as encoded: a Kubernetes client sends what it sends to an API
-    server and gets its object back; a Struct would drop every member it does not
-    declare (see ``SubjectAccessReviewReply``)."""
-    members = _members.decode(body)
-    members["status"] = msgspec.Raw(_encode(reply.status))
-    members["revision"] = msgspec.Raw(_encode(reply.revision))
-    return _encode(members)
 
 
 class Reviews:
@@ -120,9 +100,11 @@ class Reviews:
         status = SubjectAccessReviewStatus(allowed=allowed, reason=reason)
         if error:
             status.evaluation_error = error
+        # The contract's members only: nothing else the request held is sent back.
         return SubjectAccessReviewReply(
-            api_version=review.api_version, kind=review.kind, spec=spec, status=status,
-            revision=await self._reads.revision(), request_id=review.request_id)
+            api_version=review.api_version, kind=review.kind, metadata=review.metadata,
+            spec=spec, status=status, revision=await self._reads.revision(),
+            request_id=review.request_id)
 
     async def rules(self, request: RulesReviewRequest) -> RulesReviewReply:
         if not request.user:

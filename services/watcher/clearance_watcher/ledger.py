@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 import msgspec
 import nats.errors
+import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
@@ -62,6 +63,11 @@ class Known(msgspec.Struct, kw_only=True):
     obj: dict[str, Any]
 
 
+def loader_name(source: str) -> str:
+    """The consumer a watcher reads its source's objects back with at start."""
+    return f"clearance-watcher-{source}"
+
+
 def version_of(obj: dict[str, Any]) -> str:
     """resourceVersion when the API server set one, else a hash of the content."""
     rv = (obj.get("metadata") or {}).get("resourceVersion")
@@ -92,9 +98,17 @@ class Ledger:
         info = await self._js.stream_info(EVENTS_STREAM)
         if not info.state.messages:
             return
+        # A consumer named for this source, not one the server names: the watcher's NATS
+        # user may create, read and delete only these (deploy/nats/accounts.conf), never
+        # the compiler's. One left by a watcher that died while loading is replaced (its
+        # position is past what it delivered).
+        name = loader_name(self._source)
+        with contextlib.suppress(nats.js.errors.NotFoundError):
+            await self._js.delete_consumer(EVENTS_STREAM, name)
         # Read with the compiler's reader (``clearance_runtime.pull``): nats-py's fetch
         # spent 45 us per message, most of a restart's reload of a large stream.
         puller = await open_puller(self._js, EVENTS_STREAM, ConsumerConfig(
+            name=name,
             deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
             ack_policy=AckPolicy.NONE,
             inactive_threshold=30.0,

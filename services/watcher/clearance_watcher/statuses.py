@@ -80,6 +80,9 @@ class StatusWriter:
         self._workers = workers
         self._resync = resync_seconds
         self._live: dict[ObjectRef, dict[str, Any]] = {}
+        #: The status subject of every object in ``_live`` (a subject may carry a hashed
+        #: namespace or name, so the object is found by its subject, not parsed from it).
+        self._subjects: dict[str, ObjectRef] = {}
         self._wanted: dict[ObjectRef, PolicyStatus] = {}
         self._ask: set[ObjectRef] = set()
         self._queue: asyncio.Queue[ObjectRef] = asyncio.Queue()
@@ -109,6 +112,7 @@ class StatusWriter:
         for ref in [r for r in self._live if r.kind == kind and r not in listed]:
             self._forget(ref)
         self._live.update(listed)
+        self._subjects.update((status_subject(ref), ref) for ref in listed)
         for ref in listed:
             self._ask.add(ref)
             self._mark(ref)
@@ -121,17 +125,14 @@ class StatusWriter:
             self._forget(ref)
             return
         self._live[ref] = _status_of(obj)
+        self._subjects[status_subject(ref)] = ref
         self._mark(ref)
 
     # What the compiler says.
 
     async def _on_status(self, msg: Msg) -> None:
-        tokens = msg.subject.split(".", 4)
-        if len(tokens) != 5:
-            return
-        _, _, kind, namespace, name = tokens
-        ref = ObjectRef(kind, "" if namespace == "_" else namespace, name)
-        if ref not in self._live or status_subject(ref) != msg.subject:
+        ref = self._subjects.get(msg.subject)
+        if ref is None or ref not in self._live:
             return  # not an object of the API (a manifest), or not listed yet
         try:
             status = _decode(msg.data, type=PolicyStatus)
@@ -149,6 +150,7 @@ class StatusWriter:
 
     def _forget(self, ref: ObjectRef) -> None:
         self._live.pop(ref, None)
+        self._subjects.pop(status_subject(ref), None)
         self._wanted.pop(ref, None)
         self._ask.discard(ref)
 
