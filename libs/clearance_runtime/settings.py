@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from clearance_core.authority import parse_namespaces
+
 _Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]
 _NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 _Seconds = Annotated[float, msgspec.Meta(gt=0)]
@@ -56,6 +58,17 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     #: The gateway's public base URL, for AuthZEN metadata (unset: from the request).
     gateway_url: str = ""
     gateway_timeout: _Seconds = 5.0
+    # Policy authority (inherited AccessPolicies): the hub namespaces that may write
+    # policies for the Fleet and every target below it (comma-separated).
+    admin_namespaces: str = "clearance-system"
+
+    def __post_init__(self) -> None:
+        if not self.admin_namespace_list:
+            raise ValueError("CLEARANCE_ADMIN_NAMESPACES must name at least one namespace")
+
+    @property
+    def admin_namespace_list(self) -> tuple[str, ...]:
+        return parse_namespaces(self.admin_namespaces)
 
     @property
     def token_audience_list(self) -> list[str]:
@@ -111,6 +124,8 @@ ENV = {
     "gateway_client_ca": "CLEARANCE_GATEWAY_CLIENT_CA",
     "gateway_url": "CLEARANCE_GATEWAY_URL",
     "gateway_timeout": "CLEARANCE_GATEWAY_TIMEOUT",
+    # Policy authority.
+    "admin_namespaces": "CLEARANCE_ADMIN_NAMESPACES",
 }
 _BOOLEANS = {"allow_unset", "kubernetes", "decision_mirror", "write_status"}
 _BOOLEAN_WORDS = {"yes": "true", "on": "true", "no": "false", "off": "false"}
@@ -124,6 +139,8 @@ def _dec_hook(kind: type, value: Any) -> Any:
 
 def _explain(exc: msgspec.ValidationError, raw: Mapping[str, Any]) -> str:
     message = str(exc)
+    if message.startswith("CLEARANCE_"):  # a check across a value (``__post_init__``)
+        return f"invalid configuration: {message}"
     field = message.rsplit("$.", 1)[-1].strip("`") if "$." in message else ""
     variable = ENV.get(field, "a CLEARANCE_* variable")
     reason = message.split(" - at ", 1)[0]
