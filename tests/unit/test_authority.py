@@ -334,3 +334,56 @@ def test_an_invalid_policy_is_listed_where_it_was_aimed() -> None:
     fold(model, store, access_policy("half", namespace="clearance-system", target="Fleet",
                                      rules=GRANT), "MODIFIED", seq=5)
     assert "clearance-system/half" not in store.excluded
+
+
+AUTHORS = ("clearance-system", "team-a", "c1", "n1")
+FOLD_EVENTS = st.one_of(
+    st.tuples(st.just("policy"), st.builds(
+        lambda ns, name, target, broken: access_policy(
+            name, namespace=ns, target=target, rules={"r": rule(groups=[f"g-{name}"])},
+            **({"defaults": block({"x": rule(groups=["x"])})} if broken else {})),
+        st.sampled_from(AUTHORS), st.sampled_from(["p", "q"]),
+        st.sampled_from(["Fleet", ("ClusterSet", "s1"), ("Cluster", "c1"),
+                         ("Namespace", "c1", "n1"), ("Namespace", "c2", "n1")]),
+        st.booleans()), st.booleans()),
+    st.tuples(st.just("binding"), st.sampled_from(["team-a", "n1"]),
+              st.sampled_from(["s1", "s1-binding"]), st.booleans()),
+    st.tuples(st.just("cluster"), st.sampled_from(["c1", "c2"]),
+              st.sampled_from([None, "s1"]), st.booleans()),
+    st.tuples(st.just("set"), st.just("s1"), st.booleans()))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(FOLD_EVENTS, max_size=14))
+def test_what_the_folds_store_is_what_a_restart_on_the_final_state_computes(
+        events: list[Any]) -> None:
+    """Through the folds, with authority: the effective policies readers see, the
+    statuses and where each policy that takes no part is listed equal a rebuild from what
+    was stored (policies and bindings) — what a restarted compiler starts from."""
+    model, store = Model(inherit=InheritanceIndex(authority=ADMIN)), Recorder()
+    for seq, event in enumerate(events, start=1):
+        kind, deleted = event[0], "DELETED" if event[-1] else "ADDED"
+        if kind == "policy":
+            fold(model, store, event[1], deleted, seq)
+        elif kind == "binding":
+            fold(model, store, binding(event[2], event[1], "s1"), deleted, seq)
+        elif kind == "cluster":
+            fold(model, store, managed_cluster(event[1], event[2]), deleted, seq)
+        else:
+            fold(model, store, managed_cluster_set(event[1]), deleted, seq)
+    rebuilt = InheritanceIndex.build(store.policies.values(), model.clusters,
+                                     model.cluster_sets, authority=ADMIN,
+                                     bindings=store.bindings)
+    for target in rebuilt.targets():
+        expected = rebuilt.effective_of(target)
+        assert expected is not None
+        assert store.read(target) == {n: r.wire() for n, r in expected.rules.items()}, target
+    for key in rebuilt.policies:
+        assert store.conditions[key] == status_of(rebuilt, key), key
+    listed = {key for key, conditions in store.conditions.items()
+              if conditions[0].status == "False"}
+    aimed = {key: found.target for key, found in store.excluded.items()}
+    assert set(aimed) <= listed
+    for key in listed & set(rebuilt.policies):
+        assert aimed[key] == rebuilt.policies[key].target
+        assert store.excluded[key].entry.message == store.conditions[key][0].message

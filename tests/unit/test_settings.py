@@ -56,3 +56,13 @@ def test_a_bad_value_is_one_clear_line(variable: str, value: str, expected: str)
     message = str(exit_.value)
     assert message.startswith(f"invalid configuration: {variable}={value!r}: ")
     assert expected in message and "\n" not in message
+
+
+def test_admin_namespaces_are_a_list_and_never_none() -> None:
+    assert Settings.from_env({}).admin_namespace_list == ("clearance-system",)
+    settings = Settings.from_env({"CLEARANCE_ADMIN_NAMESPACES": "platform, clearance-system,"})
+    assert settings.admin_namespace_list == ("clearance-system", "platform")
+    with pytest.raises(SystemExit) as exit_:
+        Settings.from_env({"CLEARANCE_ADMIN_NAMESPACES": " , ,"})
+    assert str(exit_.value) == ("invalid configuration: CLEARANCE_ADMIN_NAMESPACES must "
+                                "name at least one namespace")
