@@ -50,11 +50,15 @@ class CountingWrites:
 def model(clusters: int, namespaces: int) -> Model:
     """A compiler's model after the fleet was folded (statuses as stored)."""
     compiled = [compile_access_policy(p) for p in inherit_fleet.policies(clusters, namespaces)]
+    objects = inherit_fleet.inventory(clusters)
     inventory = {obj["metadata"]["name"]: obj["metadata"]["labels"]
-                 for obj in inherit_fleet.inventory(clusters) if obj["kind"] == "ManagedCluster"}
+                 for obj in objects if obj["kind"] == "ManagedCluster"}
+    bindings = {(obj["metadata"]["namespace"], obj["metadata"]["name"]): obj["spec"]["clusterSet"]
+                for obj in objects if obj["kind"] == "ManagedClusterSetBinding"}
     found = Model()
     found.inherit = InheritanceIndex.build(
-        compiled, inventory, {f"set{s}" for s in range(inherit_fleet.SETS)})
+        compiled, inventory, {f"set{s}" for s in range(inherit_fleet.SETS)},
+        bindings=bindings)
     for key in found.inherit.policies:
         conditions = conditions_of(found, key)
         assert conditions is not None

@@ -8,6 +8,11 @@ intents written by teams. Rule names overlap on purpose — teams reuse ``sre-vi
 the Fleet's merge default also sets) and cluster owners replace the set's defaults — so
 effective policies carry fates and the statuses have winners to name.
 
+Every policy is written where it may be (policy authority): Fleet policies in the admin
+namespace ``clearance-system``, ClusterSet policies in ``platform`` (bound to every set by
+a ManagedClusterSetBinding), a cluster's in the hub namespace named as the cluster, and a
+namespace intent in the hub namespace named as the namespace.
+
 Principals the check benchmark asks about are matched only by inherited rules (never by a
 MonitorAccessPolicy of the main bench fleet): ``dev-<cluster>-<namespace>`` by a namespace
 intent, ``admin-<cluster>`` by a cluster's defaults, ``sre-<n>`` by the Fleet's.
@@ -22,6 +27,8 @@ OCM = "cluster.open-cluster-management.io"
 SET_LABEL = f"{OCM}/clusterset"
 SETS = 10
 ENVS = ("prod", "staging", "dev")
+ADMIN = "clearance-system"  # the default CLEARANCE_ADMIN_NAMESPACES
+PLATFORM = "platform"  # bound to every cluster set
 
 
 def _rule(*, users: list[str] | None = None, groups: list[str] | None = None,
@@ -40,11 +47,15 @@ def _policy(name: str, namespace: str, target: dict[str, Any], spec: dict[str, A
 
 
 def inventory(clusters: int) -> list[dict[str, Any]]:
-    """The ManagedClusterSets and ManagedClusters (labels as the main bench fleet's, plus
-    the set label), in an order the compiler can fold one by one."""
+    """The ManagedClusterSets, their bindings to ``platform`` and the ManagedClusters
+    (labels as the main bench fleet's, plus the set label), in an order the compiler can
+    fold one by one."""
     objects: list[dict[str, Any]] = [
         {"apiVersion": f"{OCM}/v1beta2", "kind": "ManagedClusterSet",
          "metadata": {"name": f"set{s}"}} for s in range(SETS)]
+    objects += [{"apiVersion": f"{OCM}/v1beta2", "kind": "ManagedClusterSetBinding",
+                 "metadata": {"name": f"set{s}", "namespace": PLATFORM},
+                 "spec": {"clusterSet": f"set{s}"}} for s in range(SETS)]
     for i in range(clusters):
         labels = {"env": ENVS[i % 3], "region": f"r{i % 7}"}
         if i % 10:
@@ -67,13 +78,13 @@ def fleet_policy(i: int, *, version: int = 0, added: bool = False) -> dict[str, 
     if i % 4 == 0:
         spec["overrides"] = {"strategy": "merge", "rules": {
             f"security-{i}": _rule(users=[f"suspended-{i}"], effect="Deny")}}
-    return _policy(f"fleet-{i}", "platform", {"kind": "Fleet", "name": "fleet"}, spec, i)
+    return _policy(f"fleet-{i}", ADMIN, {"kind": "Fleet", "name": "fleet"}, spec, i)
 
 
 def set_policy(i: int) -> dict[str, Any]:
     s = i % SETS
     block = "overrides" if i % 3 == 0 else "defaults"
-    return _policy(f"set{s}-{i}", "platform", {"kind": "ClusterSet", "name": f"set{s}"},
+    return _policy(f"set{s}-{i}", PLATFORM, {"kind": "ClusterSet", "name": f"set{s}"},
                    {block: {"strategy": "merge", "rules": {
                        f"set-ops-{i % 6}": _rule(groups=[f"set{s}-ops-{i}"], metrics=True)}}},
                    1000 + i)
@@ -81,7 +92,7 @@ def set_policy(i: int) -> dict[str, Any]:
 
 def cluster_policy(i: int, clusters: int) -> dict[str, Any]:
     c = i % clusters
-    return _policy(f"cluster-{i}", f"owners-c{c}", {"kind": "Cluster", "name": f"c{c}"},
+    return _policy(f"cluster-{i}", f"c{c}", {"kind": "Cluster", "name": f"c{c}"},
                    {"defaults": {"strategy": "merge", "rules": {
                        "cluster-admins": _rule(groups=[f"admin-c{c}"], metrics=True),
                        f"set-ops-{i % 6}": _rule(groups=[f"c{c}-ops"])}}},
@@ -98,7 +109,7 @@ def namespace_policy(i: int, clusters: int, namespaces: int, *, version: int = 0
         rules["sre-view"] = _rule(users=[f"oncall-c{c}-ns{n}"])
     if i % 17 == 0:
         rules["blocked"] = _rule(users=[f"intruder-{i}"], effect="Deny")
-    return _policy(f"intent-{i}", f"team-c{c}-ns{n}",
+    return _policy(f"intent-{i}", f"ns{n}",
                    {"kind": "Namespace", "cluster": f"c{c}", "name": f"ns{n}"},
                    {"rules": rules}, 10_000 + i)
 

@@ -247,6 +247,18 @@ def compile_access_policy(obj: Any) -> CompiledAccessPolicy:
                                 hash=objects.spec_hash(spec))
 
 
+def aimed_at(obj: Any) -> Target | None:
+    """The target an object's ``spec.targetRef`` names, if it reads — an invalid policy's
+    too, so that ``effective`` lists it where it was aimed (None: it names none)."""
+    spec = obj.get("spec") if isinstance(obj, dict) else None
+    if not isinstance(spec, dict):
+        return None
+    try:
+        return compile_target(spec.get("targetRef"))
+    except InvalidObject:
+        return None
+
+
 def policy_key(obj: Any) -> str | None:
     """``namespace/name`` of an object, or None when its metadata cannot say."""
     try:

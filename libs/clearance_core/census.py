@@ -4,8 +4,8 @@
 A MonitorAccessPolicy's state is its ClusterPulse status ``state`` (``fold.policy_state``):
 Active, Inactive, Error or Expired — time-dependent, so a census is taken at a moment.
 An AccessPolicy's is the reason of its RFC 0009 conditions: the ``Accepted`` reason when
-it is not accepted (Invalid, TargetNotFound), else its ``Enforced`` reason (Enforced,
-PartiallyEnforced, Overridden, Unknown).
+it is not accepted (Invalid, TargetNotFound, Unauthorized), else its ``Enforced`` reason
+(Enforced, PartiallyEnforced, Overridden, Unknown).
 
 Every known state is present, zero or not: a dashboard's series and a status reader's
 keys stay stable while policies move between states.
@@ -25,7 +25,7 @@ MONITOR_STATES = ("Active", "Inactive", "Error", "Expired")
 #: ``Accepted`` (True, with no ``Enforced`` condition) is not produced by this version's
 #: conditions; it is listed so a policy between the two is still counted somewhere.
 ACCESS_STATES = ("Enforced", "PartiallyEnforced", "Overridden", "Unknown", "Invalid",
-                 "TargetNotFound", "Accepted")
+                 "TargetNotFound", "Unauthorized", "Accepted")
 
 Census = dict[str, dict[str, int]]
 

@@ -41,7 +41,22 @@ class ClusterSetChanged:
     present: bool
 
 
-Event = PolicyApplied | PolicyRemoved | ClusterChanged | ClusterSetChanged
+@dataclass(frozen=True)
+class BindingChanged:
+    """A ManagedClusterSetBinding appeared or changed (``cluster_set``: its
+    ``spec.clusterSet``) or vanished (``None``; also one that cannot be read). It binds
+    its namespace to the set only when it is named as the set is."""
+
+    namespace: str
+    name: str
+    cluster_set: str | None
+
+    @property
+    def binds(self) -> bool:
+        return bool(self.namespace) and self.cluster_set == self.name
+
+
+Event = PolicyApplied | PolicyRemoved | ClusterChanged | ClusterSetChanged | BindingChanged
 
 
 @dataclass

@@ -8,6 +8,12 @@ event that can move a target's effective policy, and persists what :meth:`apply`
   Cluster policy the cluster and its namespace targets; a Namespace policy that one target.
   A ManagedCluster whose existence or (existing) cluster set changes: the cluster and its
   namespace targets. A ManagedClusterSet appearing or vanishing: the set and its members.
+  A ManagedClusterSetBinding: the scopes of the policies it moves in or out of authority.
+* Only the policies their namespace may write take part (:mod:`clearance_core.authority`):
+  a valid policy its namespace may not write is held (its status says ``Unauthorized``)
+  but is on no target's path, until a binding, a cluster's set or the policy changes;
+  :class:`~clearance_core.inherit_authority.Grants` names which policies an event can
+  move, and only those are rechecked.
 * :meth:`apply` mutates, recomputes exactly those targets and returns a :class:`Change`:
   new effective policies, targets that vanished, the policies on the touched targets'
   paths, and of those the ones whose status may have moved: the policy that changed and
@@ -30,8 +36,11 @@ from collections.abc import Iterable, Mapping
 
 from clearance_core import hierarchy
 from clearance_core.accesspolicy import CompiledAccessPolicy
+from clearance_core.authority import Authority
 from clearance_core.hierarchy import FLEET, Inventory, Target
+from clearance_core.inherit_authority import Grants
 from clearance_core.inherit_events import (
+    BindingChanged,
     Change,
     ClusterChanged,
     ClusterSetChanged,
@@ -43,17 +52,27 @@ from clearance_core.inherit_tally import Tallies, Tally
 from clearance_core.merge import EffectivePolicy, effective_policy
 
 # The events and the change are the index's vocabulary: its users import them from here.
-__all__ = ["Change", "ClusterChanged", "ClusterSetChanged", "Event", "InheritanceIndex",
-           "PolicyApplied", "PolicyRemoved"]
+__all__ = ["BindingChanged", "Change", "ClusterChanged", "ClusterSetChanged", "Event",
+           "InheritanceIndex", "PolicyApplied", "PolicyRemoved"]
+
+#: ManagedClusterSetBindings as the index is built from them: (namespace, name) ->
+#: spec.clusterSet.
+Bindings = Mapping[tuple[str, str], str]
+
 
 class InheritanceIndex:
-    def __init__(self, *, allow_unset: bool = True) -> None:
+    def __init__(self, *, allow_unset: bool = True,
+                 authority: Authority | None = None) -> None:
         self.allow_unset = allow_unset
         self.inventory = Inventory()
+        #: Every valid policy, whether or not its namespace may write it.
         self.policies: dict[str, CompiledAccessPolicy] = {}
+        #: The bindings, and the valid policies that take no part (``grants.denied``).
+        self.grants = Grants(authority or Authority())
         self.effective: dict[Target, EffectivePolicy] = {FLEET: EffectivePolicy(target=FLEET)}
         self._at: dict[Target, dict[str, CompiledAccessPolicy]] = defaultdict(dict)
-        #: cluster -> Namespace targets named by policies (whether the cluster exists or not)
+        #: cluster -> Namespace targets named by policies that take part (whether the
+        #: cluster exists or not)
         self._namespaces: dict[str, set[Target]] = defaultdict(set)
         #: set name -> clusters whose label names it (whether the set exists or not)
         self._members: dict[str, set[str]] = defaultdict(set)
@@ -63,11 +82,14 @@ class InheritanceIndex:
     @classmethod
     def build(cls, policies: Iterable[CompiledAccessPolicy],
               clusters: Mapping[str, Mapping[str, str]], cluster_sets: Iterable[str], *,
-              allow_unset: bool = True) -> InheritanceIndex:
+              allow_unset: bool = True, authority: Authority | None = None,
+              bindings: Bindings | None = None) -> InheritanceIndex:
         """From scratch (a restart): every materialised target computed once."""
-        index = cls(allow_unset=allow_unset)
+        index = cls(allow_unset=allow_unset, authority=authority)
         index.inventory = Inventory({name: dict(labels) for name, labels in clusters.items()},
                                     set(cluster_sets))
+        for (namespace, name), bound_to in (bindings or {}).items():
+            index.grants.put_binding(BindingChanged(namespace, name, bound_to))
         for name, labels in index.inventory.clusters.items():
             set_name = hierarchy.labels_set(labels)
             if set_name:
@@ -84,6 +106,7 @@ class InheritanceIndex:
         other = InheritanceIndex(allow_unset=self.allow_unset)
         other.inventory = self.inventory.copy()
         other.policies = dict(self.policies)
+        other.grants = self.grants.copy()
         other.effective = dict(self.effective)
         for target, at in self._at.items():
             other._at[target] = dict(at)
@@ -163,6 +186,17 @@ class InheritanceIndex:
         """The policy's parts in the effective policies of its scope (read only)."""
         return self._tallies.get(key)
 
+    def takes_part(self, key: str) -> bool:
+        """Whether a valid policy's namespace may write it (it is then on the paths below
+        its target, if that exists)."""
+        return key in self.policies and key not in self.grants.denied
+
+    def unauthorized(self, key: str) -> str | None:
+        """Why a valid policy takes no part for want of authority (None: it may)."""
+        if key not in self.grants.denied:
+            return None
+        return self.grants.message(self.policies[key], self.inventory)
+
     def policies_on_paths(self, targets: Iterable[Target]) -> set[str]:
         steps = {step for t in targets for step in (self.inventory.path(t) or ())}
         return {key for step in steps for key in self._at.get(step, {})}
@@ -174,14 +208,19 @@ class InheritanceIndex:
         if isinstance(event, PolicyApplied | PolicyRemoved):
             key = event.policy.key if isinstance(event, PolicyApplied) else event.key
             touched = set()
-            previous = self.policies.get(key)
-            if previous is not None:
-                touched.update(self.scope(previous.target))
-            if isinstance(event, PolicyApplied):
-                target = event.policy.target
-                touched.update(self.scope(target))
-                if target.kind == "Namespace" and self.inventory.exists(target):
-                    touched.add(target)  # it appears with its first policy
+            if self.takes_part(key):
+                touched.update(self.scope(self.policies[key].target))
+            if isinstance(event, PolicyApplied) and \
+                    self.grants.allows(event.policy, self.inventory):
+                touched.update(self._appearing(event.policy.target))
+            return touched
+        if isinstance(event, BindingChanged):
+            bound = self.grants.bound_after(event)
+            touched = set()
+            for key in self.grants.candidates(event):
+                policy = self.policies[key]
+                if self.grants.allows(policy, self.inventory, bound) != self.takes_part(key):
+                    touched.update(self._appearing(policy.target))
             return touched
         if isinstance(event, ClusterChanged):
             before = self._cluster_state(event.name)
@@ -191,8 +230,10 @@ class InheritanceIndex:
                 after = label if label in self.inventory.cluster_sets else ""
             if before == after:
                 return set()
+            # Its namespaces' policies may move in or out of authority with its set.
             return {hierarchy.cluster(event.name)} | {
-                t for t in self._namespaces.get(event.name, ()) if self._at.get(t)}
+                t for t in self._namespaces.get(event.name, ()) if self._at.get(t)} | \
+                self._namespace_targets(event)
         target = hierarchy.cluster_set(event.name)
         if (event.name in self.inventory.cluster_sets) == event.present:
             return set()
@@ -201,7 +242,24 @@ class InheritanceIndex:
             if name in self.inventory.clusters:
                 found.add(hierarchy.cluster(name))
                 found.update(t for t in self._namespaces.get(name, ()) if self._at.get(t))
+        return found | self._namespace_targets(event)
+
+    def _appearing(self, target: Target) -> set[Target]:
+        """The scope of a policy taking part at ``target`` (a Namespace target appears
+        with its first such policy)."""
+        found = set(self.scope(target))
+        if target.kind == "Namespace" and self.inventory.exists(target):
+            found.add(target)
         return found
+
+    def _namespace_targets(self, event: ClusterChanged | ClusterSetChanged) -> set[Target]:
+        """The Namespace targets of the policies whose authority the event can move."""
+        members = self._members.get(event.name, ()) \
+            if isinstance(event, ClusterSetChanged) else ()
+        keys = self.grants.candidates(event, members)
+        return {t for t in self.grants.namespace_targets(keys, self.policies)
+                if t.cluster in self.inventory.clusters
+                or isinstance(event, ClusterChanged)}
 
     def _cluster_state(self, name: str) -> str | None:
         """None: no such cluster; "": no (existing) set; else the set on its path."""
@@ -218,19 +276,13 @@ class InheritanceIndex:
         if isinstance(event, PolicyApplied):
             self._remove(event.policy.key)
             self._add(event.policy)
-            change.policies.add(event.policy.key)
             change.moved.add(event.policy.key)
         elif isinstance(event, PolicyRemoved):
             self._remove(event.key)
-            change.policies.add(event.key)
             change.moved.add(event.key)
-        elif isinstance(event, ClusterChanged):
-            self._put_cluster(event.name, event.labels)
-        elif event.present:
-            self.inventory.cluster_sets.add(event.name)
         else:
-            self.inventory.cluster_sets.discard(event.name)
-        change.policies |= self.policies_on_paths(touched)
+            change.moved |= self._place_event(event, bool(touched))
+        change.policies |= change.moved | self.policies_on_paths(touched)
         for target in sorted(touched, key=Target.sort_key):
             if self.materialised(target):
                 change.effective[target] = effective = self.compute(target)
@@ -238,6 +290,41 @@ class InheritanceIndex:
             elif self._store(target, None, change.moved) is not None:
                 change.removed.add(target)
         return change
+
+    def _place_event(self, event: BindingChanged | ClusterChanged | ClusterSetChanged,
+                     moves: bool) -> set[str]:
+        """Apply a binding, cluster or cluster-set event (``moves``: whether it changes
+        any target) and recheck the authority of the policies it can move. Returns the
+        policies whose status it can move that way: those moved in or out of authority,
+        and those still held back (their message names the bindings and the set)."""
+        candidates: set[str] = set()
+        if isinstance(event, BindingChanged):
+            candidates = self.grants.candidates(event)
+            self.grants.put_binding(event)
+        elif isinstance(event, ClusterChanged):
+            if moves:
+                candidates = self.grants.candidates(event)
+            self._put_cluster(event.name, event.labels)
+        elif moves:
+            candidates = self.grants.candidates(event, self._members.get(event.name, ()))
+            if event.present:
+                self.inventory.cluster_sets.add(event.name)
+            else:
+                self.inventory.cluster_sets.discard(event.name)
+        moved = set()
+        for key in sorted(candidates):
+            policy = self.policies[key]
+            allowed = self.grants.allows(policy, self.inventory)
+            if allowed and not self.takes_part(key):
+                self.grants.denied.discard(key)
+                self._place(policy)
+            elif not allowed and self.takes_part(key):
+                self._unplace(policy)
+                self.grants.denied.add(key)
+            elif allowed:
+                continue
+            moved.add(key)
+        return moved
 
     def _store(self, target: Target, effective: EffectivePolicy | None,
                moved: set[str] | None = None) -> EffectivePolicy | None:
@@ -255,18 +342,30 @@ class InheritanceIndex:
     def _add(self, policy: CompiledAccessPolicy) -> None:
         self.policies[policy.key] = policy
         self._tallies.shape(policy)
-        self._at[policy.target][policy.key] = policy
-        if policy.target.kind == "Namespace" and policy.target.cluster is not None:
-            self._namespaces[policy.target.cluster].add(policy.target)
+        allowed = self.grants.allows(policy, self.inventory)
+        self.grants.track(policy, allowed=allowed)
+        if allowed:
+            self._place(policy)
 
     def _remove(self, key: str) -> None:
         policy = self.policies.pop(key, None)
         if policy is None:
             return
         self._tallies.forget(key)
+        if key not in self.grants.denied:
+            self._unplace(policy)
+        self.grants.untrack(policy)
+
+    def _place(self, policy: CompiledAccessPolicy) -> None:
+        """Put a policy that takes part on the paths below its target."""
+        self._at[policy.target][policy.key] = policy
+        if policy.target.kind == "Namespace" and policy.target.cluster is not None:
+            self._namespaces[policy.target.cluster].add(policy.target)
+
+    def _unplace(self, policy: CompiledAccessPolicy) -> None:
         at = self._at.get(policy.target)
         if at is not None:
-            at.pop(key, None)
+            at.pop(policy.key, None)
             if not at:
                 del self._at[policy.target]
                 cluster = policy.target.cluster

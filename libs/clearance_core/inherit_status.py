@@ -1,7 +1,9 @@
 """An AccessPolicy's RFC 0009 conditions, computed from effective policies (CONTRACT 6).
 
-* ``Accepted``: True ``Accepted``; False ``Invalid`` (with the reason) or
-  ``TargetNotFound``. A policy that is not accepted takes no part, and has no ``Enforced``
+* ``Accepted``: True ``Accepted``; False ``Invalid`` (with the reason),
+  ``TargetNotFound``, or ``Unauthorized`` (its namespace may not write policies for its
+  target: the message names the namespaces that may; see :mod:`clearance_core.authority`),
+  in that order. A policy that is not accepted takes no part, and has no ``Enforced``
   condition (as Kuadrant does).
 * ``Enforced``, over every target the policy takes part in (its target and every
   materialised target below it) and every rule it sets; a rule is *overridden* on a target
@@ -23,25 +25,31 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import msgspec
+
 from clearance_core.accesspolicy import CompiledAccessPolicy
+from clearance_core.hierarchy import Target
 from clearance_core.inherit_index import InheritanceIndex
 from clearance_core.inherit_tally import Tally
 from clearance_core.inherit_words import LIST_LIMIT, listed, names
 from clearance_core.merge import EffectivePolicy
-from clearance_core.wire import StatusCondition
+from clearance_core.wire import ExcludedPolicy, StatusCondition
 
 UNSET_FORBIDDEN = "spec.unset is ignored: unset is disabled on this system " \
                   "(CLEARANCE_ALLOW_UNSET=false)"
 
 
 def accepted(*, error: str | None = None, target_found: bool = True,
-             target: str = "") -> StatusCondition:
+             target: str = "", unauthorized: str | None = None) -> StatusCondition:
     if error is not None:
         return StatusCondition(type="Accepted", status="False", reason="Invalid",
                                message=f"Policy is invalid: {error}")
     if not target_found:
         return StatusCondition(type="Accepted", status="False", reason="TargetNotFound",
                                message=f"Policy target {target} was not found")
+    if unauthorized is not None:
+        return StatusCondition(type="Accepted", status="False", reason="Unauthorized",
+                               message=unauthorized)
     return StatusCondition(type="Accepted", status="True", reason="Accepted",
                            message="Policy has been accepted")
 
@@ -116,11 +124,15 @@ def enforced(policy: CompiledAccessPolicy, tally: Tally) -> StatusCondition:
 
 
 def policy_conditions(policy: CompiledAccessPolicy, scope: Tally | list[EffectivePolicy], *,
-                      target_found: bool) -> list[StatusCondition]:
+                      target_found: bool,
+                      unauthorized: str | None = None) -> list[StatusCondition]:
     """Accepted and (when accepted) Enforced for a valid policy, from its tally or from
-    the effective policies of its scope (summed here: what the tally keeps current)."""
+    the effective policies of its scope (summed here: what the tally keeps current);
+    ``unauthorized``: why its namespace may not write it."""
     if not target_found:
         return [accepted(target_found=False, target=str(policy.target))]
+    if unauthorized is not None:
+        return [accepted(unauthorized=unauthorized)]
     tally = scope if isinstance(scope, Tally) else Tally.of(policy, scope)
     return [accepted(), enforced(policy, tally)]
 
@@ -132,4 +144,26 @@ def status_of(index: InheritanceIndex, key: str) -> list[StatusCondition] | None
     if policy is None:
         return None
     return policy_conditions(policy, index.tally(key),
-                             target_found=index.inventory.exists(policy.target))
+                             target_found=index.inventory.exists(policy.target),
+                             unauthorized=index.unauthorized(key))
+
+
+class ExcludedAt(msgspec.Struct, frozen=True, kw_only=True):
+    """A policy that takes no part, listed where it was aimed (``clearance.v1.effective``
+    lists it on every target below)."""
+
+    target: Target
+    entry: ExcludedPolicy
+
+
+def excluded(key: str, conditions: list[StatusCondition] | None,
+             target: Target | None) -> ExcludedAt | None:
+    """Where and why a policy takes no part, from its conditions (None: it takes part,
+    is gone, or names no target that can be read)."""
+    if not conditions or target is None:
+        return None
+    first = conditions[0]
+    if first.type != "Accepted" or first.status == "True":
+        return None
+    return ExcludedAt(target=target, entry=ExcludedPolicy(policy=key, reason=first.reason,
+                                                          message=first.message))

@@ -24,6 +24,7 @@ from clearance_core.accesspolicy import CompiledAccessPolicy
 from clearance_core.fold import Affected
 from clearance_core.hierarchy import Target
 from clearance_core.inherit_index import InheritanceIndex
+from clearance_core.inherit_status import ExcludedAt
 from clearance_core.merge import EffectivePolicy
 from clearance_core.metricsource import CompiledSource
 from clearance_core.policy import CompiledPolicy
@@ -67,6 +68,15 @@ class Writes(Protocol):
     def put_access_status(self, key: str, conditions: list[StatusCondition] | None) -> None:
         """An AccessPolicy's conditions (``None``: the policy is gone)."""
 
+    def put_cluster_set_binding(self, namespace: str, name: str,
+                                cluster_set: str | None) -> None:
+        """A ManagedClusterSetBinding's ``spec.clusterSet`` (``None``: gone, or unread)."""
+
+    def put_excluded(self, key: str, previous: ExcludedAt | None,
+                     new: ExcludedAt | None) -> None:
+        """Where an AccessPolicy that takes no part was aimed, and why (``None``: it takes
+        part, or is gone); ``previous``: what was stored for it."""
+
 
 @dataclass
 class Model:
@@ -93,6 +103,10 @@ class Model:
     inherit: InheritanceIndex = field(default_factory=InheritanceIndex)
     access_invalid: dict[str, str] = field(default_factory=dict)
     access_status: dict[str, list[StatusCondition]] = field(default_factory=dict)
+    #: The target an invalid AccessPolicy names, when its targetRef reads; and where each
+    #: policy that takes no part is listed as excluded (``clearance.v1.effective``).
+    access_invalid_target: dict[str, Target] = field(default_factory=dict)
+    access_excluded: dict[str, ExcludedAt] = field(default_factory=dict)
     #: custom type -> keys of the policies whose rules name it.
     _by_type: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     #: group -> how many MonitorAccessPolicies name it.

@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clearance_core.folds import Fold, accesspolicies, inventory, metricsources, policies, rbac
+from clearance_core.folds import (
+    Fold,
+    accesspolicies,
+    bindings,
+    inventory,
+    metricsources,
+    policies,
+    rbac,
+)
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,8 @@ SPECS: tuple[KindSpec, ...] = (
              inventory.fold_cluster_event),
     KindSpec("managedclusterset", f"{_OCM}/v1beta2", "managedclustersets", False,
              inventory.fold_cluster_set),
+    KindSpec("managedclustersetbinding", f"{_OCM}/v1beta2", "managedclustersetbindings",
+             True, bindings.fold),
     KindSpec("role", _RBAC, "roles", True, rbac.fold),
     KindSpec("clusterrole", _RBAC, "clusterroles", False, rbac.fold),
     KindSpec("rolebinding", _RBAC, "rolebindings", True, rbac.fold),

@@ -10,7 +10,7 @@ condition's ``status`` holds, as Kubernetes' conventions ask.
 The printer columns (``kubectl get``) read ``.status.state`` and ``.status.message``. A
 MonitorAccessPolicy's are ClusterPulse's (Active, Inactive, Error, Expired); an
 AccessPolicy's come from its RFC 0009 conditions: the ``Accepted`` reason while it is not
-accepted (Invalid, TargetNotFound), else the ``Enforced`` reason (Enforced,
+accepted (Invalid, TargetNotFound, Unauthorized), else the ``Enforced`` reason (Enforced,
 PartiallyEnforced, Overridden, Unknown), with that condition's message.
 """
 

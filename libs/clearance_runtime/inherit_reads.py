@@ -4,9 +4,12 @@ owns it as ``Reads.inherited``): effective policies, conditions, and the simulat
 * :meth:`InheritReads.effective` — one target's effective policy as stored by the
   compiler, with the hierarchy's existence rules (a Namespace no policy names has its
   cluster's policy, under its own name);
-* :meth:`InheritReads.simulation` — an :class:`InheritanceIndex` of the stored policies
-  and inventory, for ``simulate`` and ``reach``: rebuilt only when ``clr:ap:rev`` moves,
-  so dry runs in a row cost the simulation alone.
+* :meth:`InheritReads.excluded` — the policies aimed at a target or above it on its
+  path that take no part, and why;
+* :meth:`InheritReads.simulation` — an :class:`InheritanceIndex` of the stored policies,
+  inventory and bindings, with the compiler's admin namespaces, for ``simulate`` and
+  ``reach``: rebuilt only when ``clr:ap:rev`` moves, so dry runs in a row cost the
+  simulation alone.
 """
 
 from __future__ import annotations
@@ -18,14 +21,17 @@ import msgspec
 import redis.asyncio as aioredis
 
 from clearance_core import hierarchy
+from clearance_core.authority import Authority, parse_namespaces
 from clearance_core.hierarchy import Target
 from clearance_core.inherit_index import InheritanceIndex
 from clearance_core.merge import EffectivePolicy
-from clearance_core.wire import StatusCondition
+from clearance_core.wire import ExcludedPolicy, StatusCondition
 from clearance_runtime import keys
 from clearance_runtime.inherit_store import (
     decode_conditions,
     decode_effective,
+    decode_excluded,
+    excluded_key,
     location,
     stored,
 )
@@ -88,6 +94,30 @@ class InheritReads:
                 errors=effective.errors, unset_ignored=effective.unset_ignored)
         return effective
 
+    async def excluded(self, target: Target) -> list[ExcludedPolicy]:
+        """The policies aimed at ``target`` or above it on its path that take no part:
+        highest target first, then by name. A cluster's path includes the cluster set
+        its label names even while that set does not exist (a policy aimed at it is then
+        listed, ``TargetNotFound``)."""
+        steps = [hierarchy.FLEET]
+        if target.kind == "ClusterSet":
+            steps.append(target)
+        elif target.kind != "Fleet":
+            cluster = target.name if target.kind == "Cluster" else target.cluster
+            labels = await self._r.hget(keys.CLUSTERS, cluster or "")
+            set_name = hierarchy.labels_set(_labels(labels)) if labels else None
+            if set_name is not None:
+                steps.append(hierarchy.cluster_set(set_name))
+            steps.append(hierarchy.cluster(cluster or ""))
+            if target.kind == "Namespace":
+                steps.append(target)
+        async with self._r.pipeline(transaction=False) as pipe:
+            for step in steps:
+                pipe.hgetall(excluded_key(step))
+            found = await pipe.execute()
+        return [decode_excluded(_bytes(blob)) for entries in found
+                for _, blob in sorted(entries.items())]
+
     async def conditions(self, key: str) -> list[StatusCondition] | None:
         """An AccessPolicy's conditions (None: the compiler knows no such policy)."""
         blob = await self._r.hget(keys.ACCESS_STATUS, key)
@@ -121,10 +151,15 @@ class InheritReads:
             pipe.hgetall(keys.CLUSTERS)
             pipe.smembers(keys.CLUSTER_SETS)
             pipe.get(keys.ALLOW_UNSET)
-            version, policies, invalid, clusters, sets, unset = await pipe.execute()
-        state = stored(policies, invalid, {})
+            pipe.hgetall(keys.BINDINGS)
+            pipe.get(keys.ADMIN_NAMESPACES)
+            (version, policies, invalid, clusters, sets, unset, bindings,
+             admins) = await pipe.execute()
+        state = stored(policies, invalid, {}, bindings)
         inventory = {_text(name): _labels(raw) for name, raw in clusters.items()}
+        # The compiler's admin namespaces, as it recorded them when it built the state.
+        authority = Authority.of(parse_namespaces(_text(admins))) if admins else Authority()
         index = InheritanceIndex.build(
             state.policies.values(), inventory, {_text(s) for s in sets},
-            allow_unset=unset != b"0")
+            allow_unset=unset != b"0", authority=authority, bindings=state.bindings)
         return Simulation(index, state.invalid), version

@@ -7,6 +7,10 @@ encodings both sides share. Keys are in :mod:`.keys`.
   clusters in ``clr:eff``, a cluster's Namespace targets in ``clr:effns:<cluster>``, so
   one decision reads the two or three it needs (and a list every namespace of its
   cluster) in the snapshot's round trip;
+* the ManagedClusterSetBindings (``clr:mcsb``), which decide which policies take part;
+* each policy that takes no part, where it was aimed and why: ``clr:ap:out`` by policy
+  (the compiler's, reloaded on a restart) and ``clr:apx:<target>`` by target (what
+  ``effective`` reads, a hash per target on the path);
 * ``clr:ap:rev``, moved by every write here, tells readers holding a simulation index
   that it is stale.
 """
@@ -20,8 +24,9 @@ import msgspec
 
 from clearance_core.accesspolicy import CompiledAccessPolicy
 from clearance_core.hierarchy import Target
+from clearance_core.inherit_status import ExcludedAt
 from clearance_core.merge import EffectivePolicy
-from clearance_core.wire import StatusCondition
+from clearance_core.wire import ExcludedPolicy, StatusCondition
 from clearance_runtime import keys
 
 _encode = msgspec.msgpack.Encoder().encode
@@ -29,6 +34,9 @@ _json = msgspec.json.Encoder().encode
 _decode_policy = msgspec.msgpack.Decoder(CompiledAccessPolicy).decode
 _decode_effective = msgspec.msgpack.Decoder(EffectivePolicy).decode
 _decode_conditions = msgspec.json.Decoder(list[StatusCondition]).decode
+_decode_excluded_at = msgspec.msgpack.Decoder(ExcludedAt).decode
+_decode_excluded = msgspec.json.Decoder(ExcludedPolicy).decode
+_decode_binding = msgspec.json.Decoder(tuple[str, str, str]).decode
 
 
 def location(target: Target) -> tuple[str, str]:
@@ -37,6 +45,20 @@ def location(target: Target) -> tuple[str, str]:
     if target.kind == "Namespace" and target.cluster is not None:
         return keys.effective_in(target.cluster), target.name
     return keys.EFFECTIVE, f"{target.kind}/{target.name}"
+
+
+def excluded_key(target: Target) -> str:
+    """The hash of the policies aimed at ``target`` that take no part: the target as JSON,
+    so no two targets share one whatever their names hold."""
+    return keys.excluded_at(_json([target.kind, target.cluster or "", target.name]).decode())
+
+
+def binding_field(namespace: str, name: str) -> str:
+    return _json([namespace, name]).decode()
+
+
+def decode_excluded(blob: bytes) -> ExcludedPolicy:
+    return _decode_excluded(blob)
 
 
 def encode_effective(effective: EffectivePolicy) -> bytes:
@@ -100,6 +122,26 @@ class InheritWrites:
         else:
             self._pipe.hset(keys.ACCESS_STATUS, key, _json(conditions))
 
+    def put_cluster_set_binding(self, namespace: str, name: str,
+                                cluster_set: str | None) -> None:
+        field = binding_field(namespace, name)
+        if cluster_set is None:
+            self._pipe.hdel(keys.BINDINGS, field)
+        else:
+            self._pipe.hset(keys.BINDINGS, field,
+                            _json([namespace, name, cluster_set]).decode())
+        self._moved()  # readers' simulation indexes hold the bindings
+
+    def put_excluded(self, key: str, previous: ExcludedAt | None,
+                     new: ExcludedAt | None) -> None:
+        if previous is not None and (new is None or new.target != previous.target):
+            self._pipe.hdel(excluded_key(previous.target), key)
+        if new is None:
+            self._pipe.hdel(keys.EXCLUDED, key)
+        else:
+            self._pipe.hset(keys.EXCLUDED, key, _encode(new))
+            self._pipe.hset(excluded_key(new.target), key, _json(new.entry).decode())
+
 
 class Stored(msgspec.Struct, kw_only=True):
     """The AccessPolicy state as read back (a restart, or a reader's simulation index)."""
@@ -107,16 +149,27 @@ class Stored(msgspec.Struct, kw_only=True):
     policies: dict[str, CompiledAccessPolicy]
     invalid: dict[str, str]
     conditions: dict[str, list[StatusCondition]]
+    bindings: dict[tuple[str, str], str] = {}
+    excluded: dict[str, ExcludedAt] = {}
 
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
+def _bytes(value: bytes | str) -> bytes:
+    return value if isinstance(value, bytes) else value.encode()
+
+
 def stored(policies: Mapping[Any, Any], invalid: Mapping[Any, Any],
-           conditions: Mapping[Any, Any]) -> Stored:
-    """From the three hashes as HGETALL returns them."""
+           conditions: Mapping[Any, Any], bindings: Mapping[Any, Any] | None = None,
+           excluded: Mapping[Any, Any] | None = None) -> Stored:
+    """From the hashes as HGETALL returns them."""
+    found = [_decode_binding(_bytes(v)) for v in (bindings or {}).values()]
     return Stored(
         policies={_text(k): decode_access_policy(v) for k, v in policies.items()},
         invalid={_text(k): _text(v) for k, v in invalid.items()},
-        conditions={_text(k): decode_conditions(v) for k, v in conditions.items()})
+        conditions={_text(k): decode_conditions(v) for k, v in conditions.items()},
+        bindings={(namespace, name): set_name for namespace, name, set_name in found},
+        excluded={_text(k): _decode_excluded_at(_bytes(v))
+                  for k, v in (excluded or {}).items()})

@@ -42,6 +42,19 @@ Compiled state (written only by the compiler, in one fenced Lua script per event
                             AccessPolicy (readers rebuild their simulation index)
     clr:ap:unset            "1"/"0": CLEARANCE_ALLOW_UNSET the state was built with (a
                             compiler started with the other value rebuilds it)
+    clr:ap:admins           the admin namespaces (CLEARANCE_ADMIN_NAMESPACES, sorted,
+                            comma-joined) the state was built with: a compiler started
+                            with others, or a store built before policy authority (no
+                            such key), rebuilds it
+    clr:mcsb                HASH  JSON [namespace, name] -> JSON [namespace, name,
+                                  spec.clusterSet] of every ManagedClusterSetBinding that
+                                  reads (bound or not: named otherwise than its set, it
+                                  binds nothing)
+    clr:ap:out              HASH  AccessPolicy "ns/name" -> msgpack ExcludedAt: where a
+                                  policy that takes no part was aimed, and why
+    clr:apx:<target>        HASH  AccessPolicy "ns/name" -> JSON ExcludedPolicy: the
+                                  policies aimed at that target that take no part
+                                  (<target>: JSON [kind, cluster or "", name])
     clr:eff                 HASH  "Fleet/fleet", "ClusterSet/<name>", "Cluster/<name>"
                                   -> msgpack EffectivePolicy of that target
     clr:effns:<cluster>     HASH  namespace -> msgpack EffectivePolicy of that Namespace
@@ -101,6 +114,9 @@ ACCESS_INVALID = "clr:ap:bad"
 ACCESS_STATUS = "clr:ap:st"
 INHERIT_REV = "clr:ap:rev"
 ALLOW_UNSET = "clr:ap:unset"
+ADMIN_NAMESPACES = "clr:ap:admins"
+BINDINGS = "clr:mcsb"
+EXCLUDED = "clr:ap:out"
 EFFECTIVE = "clr:eff"
 INVALIDATED_REV = "clr:inval:rev"
 CACHE_ALL = "clr:dci:all"
@@ -126,6 +142,11 @@ def policy_by_type(type_name: str) -> str:
 
 def effective_in(cluster: str) -> str:
     return f"clr:effns:{cluster}"
+
+
+def excluded_at(target: str) -> str:
+    """``target``: the target as JSON (``inherit_store.excluded_key`` makes it)."""
+    return f"clr:apx:{target}"
 
 
 def member_of(user: str) -> str:

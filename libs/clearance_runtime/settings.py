@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from clearance_core import inboxes
+from clearance_core.authority import parse_namespaces
 
 _Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]
 _NonNegative = Annotated[int, msgspec.Meta(ge=0)]
@@ -92,6 +93,17 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     @property
     def reply_prefix_list(self) -> tuple[str, ...]:
         return inboxes.parse_prefixes(self.reply_prefixes)
+    # Policy authority (inherited AccessPolicies): the hub namespaces that may write
+    # policies for the Fleet and every target below it (comma-separated).
+    admin_namespaces: str = "clearance-system"
+
+    def __post_init__(self) -> None:
+        if not self.admin_namespace_list:
+            raise ValueError("CLEARANCE_ADMIN_NAMESPACES must name at least one namespace")
+
+    @property
+    def admin_namespace_list(self) -> tuple[str, ...]:
+        return parse_namespaces(self.admin_namespaces)
 
     @property
     def token_audience_list(self) -> list[str]:
@@ -168,6 +180,8 @@ ENV = {
     "decision_nats_url": "CLEARANCE_DECISION_NATS_URL",
     "gateway_nats_url": "CLEARANCE_GATEWAY_NATS_URL",
     "console_nats_url": "CLEARANCE_CONSOLE_NATS_URL",
+    # Policy authority.
+    "admin_namespaces": "CLEARANCE_ADMIN_NAMESPACES",
 }
 _BOOLEANS = {"allow_unset", "kubernetes", "decision_mirror", "write_status"}
 _BOOLEAN_WORDS = {"yes": "true", "on": "true", "no": "false", "off": "false"}
@@ -186,6 +200,8 @@ def _dec_hook(kind: type, value: Any) -> Any:
 
 def _explain(exc: msgspec.ValidationError, raw: Mapping[str, Any]) -> str:
     message = str(exc)
+    if message.startswith("CLEARANCE_"):  # a check across a value (``__post_init__``)
+        return f"invalid configuration: {message}"
     field = message.rsplit("$.", 1)[-1].strip("`") if "$." in message else ""
     variable = ENV.get(field, "a CLEARANCE_* variable")
     reason = message.split(" - at ", 1)[0]

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 import msgspec
 import redis.asyncio as aioredis
 
+from clearance_core.authority import Authority
 from clearance_core.inherit_index import InheritanceIndex
 from clearance_core.metricsource import CompiledSource
 from clearance_core.model import Model
@@ -60,16 +61,20 @@ repeat
 until cursor == '0'
 redis.call('SET', '{keys.BUILT}', ARGV[1])
 redis.call('SET', '{keys.ALLOW_UNSET}', ARGV[2])
+redis.call('SET', '{keys.ADMIN_NAMESPACES}', ARGV[3])
 return n
 """
 
 
 class StateStore:
-    def __init__(self, redis: aioredis.Redis, *, allow_unset: bool = True) -> None:
+    def __init__(self, redis: aioredis.Redis, *, allow_unset: bool = True,
+                 authority: Authority | None = None) -> None:
         self._r = redis
-        #: CLEARANCE_ALLOW_UNSET: effective policies depend on it, so a state built with
-        #: the other value is not this compiler's (``position`` reports it as not built).
+        #: CLEARANCE_ALLOW_UNSET and CLEARANCE_ADMIN_NAMESPACES: effective policies depend
+        #: on them, so a state built with other values is not this compiler's
+        #: (``position`` reports it as not built).
         self._allow_unset = allow_unset
+        self._authority = authority or Authority()
         self._committer = Committer(redis)
         self._wipe = redis.register_script(_WIPE)
 
@@ -77,14 +82,18 @@ class StateStore:
         """(checkpoint, built): ``built`` is False when the store was flushed or replaced
         since the compiled state was built — whatever checkpoint it holds then was
         written onto an empty store and the state under it is partial — or was built by a
-        compiler that stored RBAC as JSON (``clr:rbac``), which this one cannot load."""
+        compiler that stored RBAC as JSON (``clr:rbac``), which this one cannot load, or
+        with other admin namespaces (or before policy authority: it holds the effective
+        policies of policies no namespace may have written)."""
         async with self._r.pipeline(transaction=False) as pipe:
             pipe.get(keys.REV)
             pipe.exists(keys.BUILT)
             pipe.get(keys.ALLOW_UNSET)
             pipe.exists(keys.RBAC_JSON)
-            raw, built, unset, legacy = await pipe.execute()
-        same = unset is None or unset == self._unset_flag
+            pipe.get(keys.ADMIN_NAMESPACES)
+            raw, built, unset, legacy, admins = await pipe.execute()
+        same = (unset is None or unset == self._unset_flag) and \
+            admins == self._authority.token().encode()
         return (int(raw) if raw is not None else None), bool(built) and same and not legacy
 
     @property
@@ -99,19 +108,21 @@ class StateStore:
         # replay may have changed between them (only the latest message per object is
         # kept), so the same revision need not mean the same state.
         build = f"{target}:{secrets.token_hex(8)}"
-        return int(await self._wipe(args=[build, self._unset_flag]))
+        return int(await self._wipe(args=[build, self._unset_flag,
+                                          self._authority.token()]))
 
     async def load_model(self) -> Model:
         """The compiled state, for the compiler to hold in memory (one round trip)."""
         async with self._r.pipeline(transaction=True) as pipe:
             for hash_key in (keys.POLICIES, keys.POLICY_OBJECTS, keys.SOURCE_OBJECTS,
                              keys.SOURCES, keys.CLUSTERS, keys.GROUPS, keys.RBAC,
-                             keys.ACCESS_POLICIES, keys.ACCESS_INVALID, keys.ACCESS_STATUS):
+                             keys.ACCESS_POLICIES, keys.ACCESS_INVALID, keys.ACCESS_STATUS,
+                             keys.BINDINGS, keys.EXCLUDED):
                 pipe.hgetall(hash_key)
             pipe.smembers(keys.NAMESPACES)
             pipe.smembers(keys.CLUSTER_SETS)
             (policies, objects, declared, winners, clusters, groups, rbac, access, invalid,
-             conditions, namespaces, sets) = await pipe.execute()
+             conditions, bindings, excluded, namespaces, sets) = await pipe.execute()
         model = Model(
             sources={k.decode(): decode_source(v) for k, v in declared.items()},
             type_sources={k.decode(): decode_source(v) for k, v in winners.items()},
@@ -122,13 +133,18 @@ class StateStore:
             rbac=RbacModel.of({k.decode(): rbac_store.decode(k.decode(), v)
                                for k, v in rbac.items()}),
         )
-        inherited = stored(access, invalid, conditions)
+        inherited = stored(access, invalid, conditions, bindings, excluded)
         # Effective policies are recomputed, not read: the same fold gives the same result.
         model.inherit = InheritanceIndex.build(
             inherited.policies.values(), model.clusters, model.cluster_sets,
-            allow_unset=self._allow_unset)
+            allow_unset=self._allow_unset, authority=self._authority,
+            bindings=inherited.bindings)
         model.access_invalid = inherited.invalid
         model.access_status = inherited.conditions
+        model.access_excluded = inherited.excluded
+        model.access_invalid_target = {key: found.target
+                                       for key, found in inherited.excluded.items()
+                                       if key in inherited.invalid}
         for key, blob in policies.items():
             model.set_policy(key.decode(), decode_policy(blob), objects.get(key))
         return model

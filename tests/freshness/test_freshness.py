@@ -315,7 +315,7 @@ class Storm:
                 "not_before": None, "not_after": None}, time.time())
         if self.kind == "access":
             return "accesspolicy", w.access_policy(
-                "flip", namespace="teams", rules={f"v{k}": w.rule(users=[user], effect=effect)})
+                "flip", namespace=w.ADMIN, rules={f"v{k}": w.rule(users=[user], effect=effect)})
         return "group", w.group("storm", [user] if k % 2 == 0 else [])
 
     async def run(self, flips: int) -> World:

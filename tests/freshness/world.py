@@ -216,6 +216,9 @@ def access_rules(draw: st.DrawFn) -> dict[str, Any]:
 
 
 RULE_NAMES = ("r1", "r2", "r3")
+#: The namespace the world's AccessPolicies are written in: an admin namespace (the
+#: default CLEARANCE_ADMIN_NAMESPACES), so every target is theirs to govern.
+ADMIN = "clearance-system"
 TARGETS = st.sampled_from(["Fleet", "Fleet", ("ClusterSet", "s1"), ("Cluster", "c1"),
                            ("Cluster", "c2"), ("Namespace", "c1", "shop"),
                            ("Namespace", "c2", "ops")])
@@ -231,9 +234,9 @@ def access_policies(draw: st.DrawFn, name: str) -> dict[str, Any]:
     created = draw(st.sampled_from([None, "2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"]))
     unset = draw(st.sampled_from([None, None, ["r1"]]))
     if draw(st.booleans()):
-        return access_policy(name, namespace="teams", target=target, created=created,
+        return access_policy(name, namespace=ADMIN, target=target, created=created,
                              rules=draw(ACCESS_RULES), unset=unset)
-    return access_policy(name, namespace="teams", target=target, created=created,
+    return access_policy(name, namespace=ADMIN, target=target, created=created,
                          defaults=draw(BLOCKS), overrides=draw(BLOCKS), unset=unset)
 
 

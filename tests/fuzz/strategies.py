@@ -126,6 +126,8 @@ BODY_SCHEMAS: dict[str, dict[str, Any]] = {
             "selectorType": {"enum": ["ExclusiveClusterSetLabel", "LabelSelector"]},
             "labelSelector": {"type": "object",
                               "properties": {"matchLabels": _LABELS}}}}}}}},
+    "managedclustersetbinding": {"type": "object", "properties": {"spec": {
+        "type": "object", "properties": {"clusterSet": {"type": "string"}}}}},
     "role": {"type": "object", "properties": {
         "rules": {"type": "array", "items": _POLICY_RULE, "maxItems": 3}}},
     "clusterrole": {"type": "object", "properties": {
@@ -150,7 +152,9 @@ BODY_SCHEMAS: dict[str, dict[str, Any]] = {
 KIND_NAMES = {
     "monitoraccesspolicy": "MonitorAccessPolicy", "metricsource": "MetricSource",
     "accesspolicy": "AccessPolicy", "managedcluster": "ManagedCluster",
-    "managedclusterset": "ManagedClusterSet", "role": "Role", "clusterrole": "ClusterRole",
+    "managedclusterset": "ManagedClusterSet",
+    "managedclustersetbinding": "ManagedClusterSetBinding", "role": "Role",
+    "clusterrole": "ClusterRole",
     "rolebinding": "RoleBinding", "clusterrolebinding": "ClusterRoleBinding",
     "group": "Group", "namespace": "Namespace",
     "customresourcedefinition": "CustomResourceDefinition",
@@ -298,6 +302,11 @@ def shape_object(kind: str, body: dict[str, Any], rnd: random.Random) -> dict[st
             {"serviceAccounts": [{"name": "fuzz", "namespace": "fuzz"}]}])
     if kind == "managedcluster":
         obj["metadata"]["name"] = rnd.choice(["fuzz-cluster-a", "fuzz-cluster-b"])
+    if kind == "managedclustersetbinding" and rnd.random() < 0.5:
+        # Often a binding that binds (named as its set), so policies move in and out.
+        spec = obj.setdefault("spec", {})
+        if isinstance(spec, dict):
+            spec["clusterSet"] = obj["metadata"]["name"]
     return obj
 
 

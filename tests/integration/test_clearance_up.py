@@ -22,7 +22,7 @@ from clearance_runtime import servers
 ROOT = Path(__file__).resolve().parents[2]
 CLEARANCE = str(Path(sys.executable).parent / "clearance")
 #: One event per object in examples/: the revision at which every example is loaded.
-EXAMPLES_LOADED = 31
+EXAMPLES_LOADED = 32
 
 
 def start_up(state: Path) -> tuple[subprocess.Popen[str], dict[str, str], tuple[int, int]]:
@@ -125,7 +125,7 @@ def test_the_walkthrough_answers_of_the_example_fleet(fleet: dict[str, str]) -> 
     # The Fleet's default lets SREs into every cluster; the production override hides
     # payments from them there.
     olivia = check(fleet, "olivia", "staging-us-east")
-    assert answer(olivia) == ("allow", "platform/fleet-baseline")
+    assert answer(olivia) == ("allow", "clearance-system/fleet-baseline")
     assert olivia["permissions"] == ["view", "view_metrics"]
     assert answer(check(fleet, "olivia", "prod-eu-west", "--type", "pods", "--name", "api-0",
                         "--namespace", "payments")) == ("deny", "platform/production-guardrails")
@@ -133,7 +133,8 @@ def test_the_walkthrough_answers_of_the_example_fleet(fleet: dict[str, str]) -> 
                         "--namespace", "checkout")) == (
         "allow", "platform/production-guardrails")
     # The Fleet's Deny override wins over mallory's platform-team MonitorAccessPolicy.
-    assert answer(check(fleet, "mallory", "prod-us-east")) == ("deny", "platform/fleet-baseline")
+    assert answer(check(fleet, "mallory", "prod-us-east")) == (
+        "deny", "clearance-system/fleet-baseline")
     # The shop team's intent lets developers see its pods on prod-us-east, nothing more.
     shop = check(fleet, "bob", "prod-us-east", "--type", "pods", "--namespace", "shop")
     assert answer(shop) == ("partial", "shop/shop-intent")
@@ -166,12 +167,12 @@ def test_effective_prints_each_rule_with_its_source_and_block(fleet: dict[str, s
                             "pods:filtered"],
         "sre": ["overrides", "platform/production-guardrails", "Allow", "group:sre",
                 "view,viewMetrics", "namespaces:filtered"],
-        "suspended": ["overrides", "platform/fleet-baseline", "Deny", "group:suspended", "-",
-                      "-"]}
-    assert "highest first: platform/fleet-baseline, platform/production-guardrails, " \
+        "suspended": ["overrides", "clearance-system/fleet-baseline", "Deny",
+                      "group:suspended", "-", "-"]}
+    assert "highest first: clearance-system/fleet-baseline, platform/production-guardrails, " \
            "shop/shop-intent" in done.stdout
     staging = rows(clearance(fleet, "effective", "cluster/staging-us-east").stdout)
-    assert staging["sre"][:2] == ["defaults", "platform/fleet-baseline"]
+    assert staging["sre"][:2] == ["defaults", "clearance-system/fleet-baseline"]
     assert rows(clearance(fleet, "effective", "fleet").stdout).keys() == {"sre", "suspended"}
     missing = clearance(fleet, "effective", "cluster/nowhere")
     assert missing.returncode == 2 and "Error from server (not_found)" in missing.stderr
@@ -220,7 +221,8 @@ def test_simulate_prints_per_target_diffs_and_status_changes(
     # Fleet's default on the production clusters: two policies' status would move.
     assert ["~", "sre", "rules", "shop/shop-intent"] in [
         line.split()[:4] for line in text.splitlines()]
-    assert "status of shop/shop-intent" in text and "status of platform/fleet-baseline" in text
+    assert "status of shop/shop-intent" in text
+    assert "status of clearance-system/fleet-baseline" in text
     assert "  after:  (no such policy)" in text
 
     (tmp_path / "broken.yaml").write_text(GUARDRAILS_WITHOUT_METRICS.replace(
@@ -234,11 +236,11 @@ def test_simulate_prints_per_target_diffs_and_status_changes(
 
 
 def test_reach_lists_the_targets_holding_a_policys_rules(fleet: dict[str, str]) -> None:
-    done = clearance(fleet, "reach", "platform/fleet-baseline", "--rule", "sre")
+    done = clearance(fleet, "reach", "clearance-system/fleet-baseline", "--rule", "sre")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["TARGET", "fleet", "cluster/dev-sandbox",
                                    "cluster/local-cluster", "cluster/staging-us-east"]
-    everywhere = clearance(fleet, "reach", "platform/fleet-baseline").stdout.split()
+    everywhere = clearance(fleet, "reach", "clearance-system/fleet-baseline").stdout.split()
     assert "namespace/prod-us-east/shop" in everywhere and "clusterset/production" in everywhere
     overridden = clearance(fleet, "reach", "shop/shop-intent", "--rule", "sre")
     assert overridden.returncode == 0 and overridden.stdout == ""
@@ -256,7 +258,7 @@ def test_policy_status_of_the_example_access_policies(fleet: dict[str, str]) -> 
     assert conditions("platform", "production-guardrails") == {
         "Accepted": "Accepted", "Enforced": "Enforced"}
     assert conditions("shop", "shop-intent")["Enforced"] == "PartiallyEnforced"
-    assert conditions("platform", "fleet-baseline")["Enforced"] == "PartiallyEnforced"
+    assert conditions("clearance-system", "fleet-baseline")["Enforced"] == "PartiallyEnforced"
 
 
 def test_ctrl_c_stops_everything_within_5_seconds(running: Fleet) -> None:

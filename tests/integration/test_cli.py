@@ -63,7 +63,7 @@ QUESTIONS: dict[str, tuple[list[str], str, list[str]]] = {
     "policies": (["policies", "--user", "dave", "--group", "developers", "--group",
                   "contractors"], "policies", ["NAMESPACE", "NAME", "PRIORITY"]),
     "effective": (["effective", "fleet"], "rules", ["fleet", "(revision"]),
-    "reach": (["reach", "platform/fleet-baseline"], "targets", ["TARGET", "fleet"]),
+    "reach": (["reach", "clearance-system/fleet-baseline"], "targets", ["TARGET", "fleet"]),
     "simulate": (["simulate", "guardrails.yaml"], "targets", ["apply", "guardrails.yaml:"]),
     "policy-status": (["policy-status", "accesspolicy", "shop/shop-intent"], "conditions",
                       ["TYPE", "STATUS", "REASON"]),

@@ -87,13 +87,13 @@ CALLS: dict[str, Callable[[ClearanceClient], Awaitable[Any]]] = {
     wire.SUBJECT_POLICIES: lambda c: c.policies(wire.PrincipalRequest(principal=SRE)),
     wire.SUBJECT_CACHE_CLEAR: lambda c: c.cache_clear(),
     wire.SUBJECT_POLICY_STATUS: lambda c: c.policy_status(wire.PolicyStatusRequest(
-        kind="AccessPolicy", namespace="platform", name="fleet-baseline")),
+        kind="AccessPolicy", namespace="clearance-system", name="fleet-baseline")),
     wire.SUBJECT_EFFECTIVE: lambda c: c.effective(wire.EffectiveRequest(
         target=wire.Target(kind="Cluster", name="prod-us-east"))),
     wire.SUBJECT_EFFECTIVE_REACH: lambda c: c.effective_reach(wire.ReachRequest(
-        namespace="platform", name="fleet-baseline")),
+        namespace="clearance-system", name="fleet-baseline")),
     wire.SUBJECT_EFFECTIVE_SIMULATE: lambda c: c.effective_simulate(wire.SimulateRequest(
-        policy={"kind": "AccessPolicy", "metadata": {"namespace": "platform",
+        policy={"kind": "AccessPolicy", "metadata": {"namespace": "clearance-system",
                                                      "name": "fleet-baseline"}},
         operation="delete")),
 }

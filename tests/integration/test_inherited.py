@@ -40,11 +40,17 @@ TEAM_INTENT = access_policy(
            "blocked": rule(users=["mallory"], effect="Deny")})
 
 
+MERGE_ADMINS = "platform,team-a,team-b,team-c,team-n,team-w"
+
+
 @pytest.fixture
 async def system(clean_servers: Servers, tmp_path: Path) -> AsyncIterator[System]:
     manifests = tmp_path / "manifests"
     manifests.mkdir()
     sys_ = System(clean_servers.nats_url, clean_servers.redis_url, manifests)
+    # These tests are about merging and deciding end to end: every namespace they write
+    # policies in is an admin namespace (authority has its own: test_authority.py).
+    sys_.settings = msgspec.structs.replace(sys_.settings, admin_namespaces=MERGE_ADMINS)
     sys_.write("inventory.yaml", cluster("east", **{CLUSTERSET_LABEL: "prod"}),
                cluster("west"), cluster_set("prod"))
     sys_.write("inherited.yaml", FLEET_DEFAULT, PROD_OVERRIDE, TEAM_INTENT)

@@ -41,7 +41,8 @@ async def system(clean_servers: Servers, tmp_path: Path) -> AsyncIterator[tuple[
     invalid = access_policy("no-target", rules={"r": rule(groups=["team"], view=True)})
     del invalid["spec"]["targetRef"]
     sys_.write("accesspolicies.yaml",
-               access_policy("fleet", rules={"r": rule(groups=["team"], view=True)}),
+               access_policy("fleet", namespace="clearance-system",
+                             rules={"r": rule(groups=["team"], view=True)}),
                access_policy("lost", target=("Cluster", "nowhere"),
                              rules={"r": rule(groups=["team"], view=True)}),
                invalid)

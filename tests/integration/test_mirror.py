@@ -35,6 +35,8 @@ USERS = ["alice", "bob", "a*b", "o'neil", "zoë", "with space", "x:y,z", "back\\
 GROUPS = ["sre", "dev", "g[1]", "g?", "ops,eu", "équipe"]
 CLUSTERS = ["east", "west", "c:1", "prod-eu"]
 NAMESPACES = ["shop", "billing", "kube-system"]
+#: The admin namespace (the default): its AccessPolicies take part wherever they aim.
+ADMIN = "clearance-system"
 
 
 @pytest.fixture
@@ -91,9 +93,10 @@ def random_object(rng: random.Random) -> dict[str, Any]:
         rules = {f"r{rng.randrange(3)}": rule(users=users or None, groups=groups or None,
                                               effect=rng.choice([None, "Deny"]))}
         if target == "Fleet" and rng.random() < 0.5:
-            return access_policy(f"ap{rng.randrange(4)}", target=target,
+            return access_policy(f"ap{rng.randrange(4)}", namespace=ADMIN, target=target,
                                  defaults=block(rules))
-        return access_policy(f"ap{rng.randrange(4)}", target=target, rules=rules)
+        return access_policy(f"ap{rng.randrange(4)}", namespace=ADMIN, target=target,
+                             rules=rules)
     if pick == 4:
         return metric_source(rng.choice(["widget", "gadget"]), f"ms{rng.randrange(2)}")
     return policy(f"p{rng.randrange(8)}", users=users, service_accounts=[

@@ -5,9 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 from clearance_core.accesspolicy import CompiledAccessPolicy, compile_access_policy
+from clearance_core.authority import Authority
 from clearance_core.inherit_index import InheritanceIndex
 
 CLUSTERSET_LABEL = "cluster.open-cluster-management.io/clusterset"
+
+
+class _EveryNamespace(frozenset[str]):
+    """Admin namespaces that hold every namespace: for the tests of merging, conditions
+    and decisions, which authority does not concern (its own tests use real ones)."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+#: Every namespace may write every target (the merge tests' authority).
+ANYONE = Authority(_EveryNamespace())
 
 
 def target_ref(target: str | tuple[str, ...]) -> dict[str, Any]:
@@ -70,11 +83,15 @@ def compiled(*objs: dict[str, Any]) -> list[CompiledAccessPolicy]:
 
 
 def fleet_index(*objs: dict[str, Any], clusters: dict[str, str | None] | None = None,
-                sets: tuple[str, ...] = (), allow_unset: bool = True) -> InheritanceIndex:
-    """An index built from scratch; ``clusters`` maps each cluster to its set label."""
+                sets: tuple[str, ...] = (), allow_unset: bool = True,
+                authority: Authority = ANYONE,
+                bindings: dict[tuple[str, str], str] | None = None) -> InheritanceIndex:
+    """An index built from scratch; ``clusters`` maps each cluster to its set label.
+    Every namespace may write every target unless ``authority`` says otherwise."""
     inventory = {name: ({CLUSTERSET_LABEL: label} if label else {})
                  for name, label in (clusters or {"c1": None}).items()}
-    return InheritanceIndex.build(compiled(*objs), inventory, sets, allow_unset=allow_unset)
+    return InheritanceIndex.build(compiled(*objs), inventory, sets, allow_unset=allow_unset,
+                                  authority=authority, bindings=bindings)
 
 
 def sources(index: InheritanceIndex, target: Any) -> dict[str, str]:

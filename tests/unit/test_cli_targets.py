@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clearance_cli.inherited import parse_target, policy_ref, target_text
-from clearance_core.wire import Target
+from clearance_cli.inherited import parse_target, policy_ref, render_effective, target_text
+from clearance_core.wire import EffectiveReply, ExcludedPolicy, Target
 
 NAMES = st.text(st.characters(exclude_characters="/", exclude_categories=["Cs"]),
                 min_size=1, max_size=20)
@@ -50,3 +50,15 @@ def test_policy_references_are_namespace_slash_name() -> None:
     for text in ("fleet-baseline", "/x", "x/", "a/b/c"):
         with pytest.raises(argparse.ArgumentTypeError):
             policy_ref(text)
+
+
+def test_effective_prints_the_policies_that_take_no_part_only_when_there_are_some() -> None:
+    reply = EffectiveReply(target=Target(kind="Fleet", name="fleet"), revision=7)
+    assert render_effective(reply)[-1] == "rules from: none"
+    reply.excluded = [ExcludedPolicy(policy="team-a/grab", reason="Unauthorized",
+                                     message="Policy namespace team-a may not govern it"),
+                      ExcludedPolicy(policy="x/broken", reason="Invalid", message="bad")]
+    assert render_effective(reply)[-3:] == [
+        "taking no part (aimed at it or above it):",
+        "  team-a/grab  Unauthorized  Policy namespace team-a may not govern it",
+        "  x/broken     Invalid       bad"]

@@ -61,6 +61,11 @@ def test_policies_by_state() -> None:
         cond("Accepted", "False", "TargetNotFound")]})
     assert invalid is not None
     assert (invalid.state, invalid.reason) == ("Invalid", "TargetNotFound")
+    unauthorized = classify("AccessPolicy", "team", "grab", {"conditions": [
+        cond("Accepted", "False", "Unauthorized")]})
+    assert unauthorized is not None
+    assert (unauthorized.state, unauthorized.reason, unauthorized.message) == \
+        ("Unauthorized", "Unauthorized", "Unauthorized!")
     expired = classify("MonitorAccessPolicy", "a", "b", {
         "state": "Expired", "message": "ended", "warnings": ["type x unknown"],
         "conditions": [cond("Compiled", "True", "Compiled"), cond("Active", "False", "Expired")]})
@@ -71,8 +76,8 @@ def test_policies_by_state() -> None:
     registry = Registry()
     registry.update("MonitorAccessPolicy", "a", "b", {"state": "Error", "message": "bad"})
     registry.update("AccessPolicy", "a", "c", {"conditions": [cond("Accepted", "True", "x")]})
-    assert registry.snapshot()["counts"] == {"Active": 1, "Invalid": 1, "Expired": 0,
-                                             "Overridden": 0, "Inactive": 0}
+    assert registry.snapshot()["counts"] == {"Active": 1, "Invalid": 1, "Unauthorized": 0,
+                                             "Expired": 0, "Overridden": 0, "Inactive": 0}
     registry.update("MonitorAccessPolicy", "a", "b", {"state": "Deleted"})
     assert [p["name"] for p in registry.snapshot()["policies"]] == ["c"]
 

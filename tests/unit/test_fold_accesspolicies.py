@@ -18,7 +18,13 @@ from clearance_core.merge import EffectivePolicy
 from clearance_core.model import Model
 from clearance_core.registry import REGISTRY
 from clearance_core.wire import StatusCondition
-from tests.unit.accesspolicies import CLUSTERSET_LABEL, access_policy, block, rule
+from tests.unit.accesspolicies import ANYONE, CLUSTERSET_LABEL, access_policy, block, rule
+
+
+def open_model() -> Model:
+    """A model whose every namespace may write every target (authority has its own
+    tests: test_authority.py)."""
+    return Model(inherit=InheritanceIndex(authority=ANYONE))
 
 
 class Store:
@@ -93,7 +99,7 @@ def managed_cluster_set(name: str) -> dict[str, Any]:
 def test_a_fleet_default_concerns_its_subjects_and_publishes_its_conditions() -> None:
     """Stored for the Fleet only (clusters read it), announced and invalidated for the
     rule's group, with Accepted and Enforced published."""
-    model, store = Model(), Store()
+    model, store = open_model(), Store()
     fold(model, store, managed_cluster("c1"))
     result = fold(model, store, access_policy(
         "base", rules={"ops": rule(groups=["ops"])}))
@@ -107,7 +113,7 @@ def test_a_fleet_default_concerns_its_subjects_and_publishes_its_conditions() ->
 
 
 def test_an_invalid_policy_withdraws_its_previous_version_whole() -> None:
-    model, store = Model(), Store()
+    model, store = open_model(), Store()
     fold(model, store, access_policy("base", rules={"ops": rule(groups=["ops"])}))
     broken = access_policy("base", rules={"ops": rule(groups=["ops"])},
                            defaults=block({"x": rule(users=["u"])}))
@@ -119,7 +125,7 @@ def test_an_invalid_policy_withdraws_its_previous_version_whole() -> None:
 
 
 def test_an_unchanged_policy_concerns_nobody_and_publishes_nothing() -> None:
-    model, store = Model(), Store()
+    model, store = open_model(), Store()
     obj = access_policy("base", rules={"ops": rule(groups=["ops"])})
     fold(model, store, obj)
     result = fold(model, store, obj, "MODIFIED", 2)
@@ -127,7 +133,7 @@ def test_an_unchanged_policy_concerns_nobody_and_publishes_nothing() -> None:
 
 
 def test_deleting_a_policy_publishes_its_deletion() -> None:
-    model, store = Model(), Store()
+    model, store = open_model(), Store()
     obj = access_policy("base", rules={"ops": rule(groups=["ops"])})
     fold(model, store, obj)
     result = fold(model, store, obj, "DELETED", 2)
@@ -163,7 +169,7 @@ EVENTS = st.one_of(
 def test_what_is_stored_reads_as_a_rebuild_from_the_final_state(events: list[Any]) -> None:
     """Whatever the events, a reader of the stored effective policies (with the Fleet and
     cluster fallbacks) sees what a compiler restarted on the final state computes."""
-    model, store = Model(), Store()
+    model, store = open_model(), Store()
     for seq, event in enumerate(events, start=1):
         if event[0] == "policy":
             fold(model, store, event[1], "DELETED" if event[2] else "ADDED", seq)
@@ -174,7 +180,7 @@ def test_what_is_stored_reads_as_a_rebuild_from_the_final_state(events: list[Any
             fold(model, store, managed_cluster_set(event[1]), "ADDED" if event[2] else
                  "DELETED", seq)
     rebuilt = InheritanceIndex.build(store.policies.values(), model.clusters,
-                                     model.cluster_sets)
+                                     model.cluster_sets, authority=ANYONE)
     for target in rebuilt.targets():
         expected = rebuilt.effective_of(target)
         assert expected is not None
@@ -217,7 +223,7 @@ def test_every_answer_a_change_can_alter_concerns_its_subjects(events: list[Any]
     which its reason names) has subjects the event invalidates — also when a Namespace
     target vanishes and its namespace falls back to its cluster's rules — unless the
     cluster itself changed (its entries all go)."""
-    model, store = Model(), Store()
+    model, store = open_model(), Store()
     for seq, event in enumerate(events, start=1):
         before = {target: seen(store, target) for target in READ}
         if event[0] == "policy":

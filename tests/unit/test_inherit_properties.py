@@ -9,8 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clearance_core.accesspolicy import CompiledAccessPolicy, compile_access_policy
+from clearance_core.authority import Authority
 from clearance_core.hierarchy import Target
 from clearance_core.inherit_index import (
+    BindingChanged,
     ClusterChanged,
     ClusterSetChanged,
     Event,
@@ -21,7 +23,7 @@ from clearance_core.inherit_index import (
 from clearance_core.inherit_status import status_of
 from clearance_core.merge import effective_policy
 from clearance_core.simulate import simulate
-from tests.unit.accesspolicies import CLUSTERSET_LABEL, access_policy, rule
+from tests.unit.accesspolicies import ANYONE, CLUSTERSET_LABEL, access_policy, rule
 
 CLUSTERS = ("c1", "c2", "c3")
 SETS = ("s1", "s2")
@@ -36,6 +38,10 @@ CONDITIONS = ("size(self.rules) > 1", "'a' in self.unset", "has(self.rules.b)",
               "self.rules.c.effect == 'Deny'")  # the last fails at run time without c
 
 rule_sets = st.dictionaries(st.sampled_from(RULE_NAMES), st.sampled_from(RULES), max_size=3)
+#: Authority: "adm" is the admin namespace; "c1" is a cluster's namespace, "n1" a
+#: namespace's; "t" and "u" may write what their bindings allow.
+AUTHORITY = Authority.of(["adm"])
+NAMESPACES = ("adm", "t", "t", "u", "c1", "n1")
 
 
 @st.composite
@@ -51,7 +57,8 @@ def blocks(draw: st.DrawFn, *, conditions: bool) -> dict[str, Any]:
 
 @st.composite
 def policies(draw: st.DrawFn, *, conditions: bool = True,
-             names: tuple[str, ...] = ("p0", "p1", "p2", "p3", "p4")) -> dict[str, Any]:
+             names: tuple[str, ...] = ("p0", "p1", "p2", "p3", "p4"),
+             namespaces: tuple[str, ...] = ("t",)) -> dict[str, Any]:
     shape = draw(st.sampled_from(["rules", "defaults", "overrides", "both"]))
     spec: dict[str, Any] = {}
     if shape == "rules":
@@ -61,7 +68,7 @@ def policies(draw: st.DrawFn, *, conditions: bool = True,
     if shape in ("overrides", "both"):
         spec["overrides"] = draw(blocks(conditions=conditions))
     unset = draw(st.lists(st.sampled_from(RULE_NAMES), max_size=2))
-    return access_policy(draw(st.sampled_from(names)), namespace="t",
+    return access_policy(draw(st.sampled_from(names)), namespace=draw(st.sampled_from(namespaces)),
                          target=draw(st.sampled_from(TARGETS)),
                          created=draw(st.sampled_from(STAMPS)), unset=unset or None, **spec)
 
@@ -70,11 +77,16 @@ def labels(set_name: str | None) -> dict[str, str]:
     return {CLUSTERSET_LABEL: set_name} if set_name else {}
 
 
-# Weighted towards what moves targets between paths: clusters joining s1, sets appearing.
+# Weighted towards what moves targets between paths: clusters joining s1, sets appearing;
+# and policies between authority and none: bindings of "t" and "u" to s1 (or misnamed).
 events = st.one_of(
-    policies().map(lambda obj: PolicyApplied(compile_access_policy(obj))),
-    policies().map(lambda obj: PolicyApplied(compile_access_policy(obj))),
-    st.sampled_from([f"t/p{i}" for i in range(5)]).map(PolicyRemoved),
+    policies(namespaces=NAMESPACES).map(lambda obj: PolicyApplied(compile_access_policy(obj))),
+    policies(namespaces=NAMESPACES).map(lambda obj: PolicyApplied(compile_access_policy(obj))),
+    st.tuples(st.sampled_from(NAMESPACES), st.sampled_from([f"p{i}" for i in range(5)]))
+    .map(lambda k: PolicyRemoved(f"{k[0]}/{k[1]}")),
+    st.tuples(st.sampled_from(("t", "u")), st.sampled_from(("s1", "s2", "other")),
+              st.sampled_from(("s1", "s1", "s2", None)))
+    .map(lambda b: BindingChanged(*b)),
     st.tuples(st.sampled_from(CLUSTERS),
               st.sampled_from(["s1", "s1", "s2", None, "s3", "gone"]))
     .map(lambda c: ClusterChanged(c[0], None if c[1] == "gone" else labels(c[1]))),
@@ -83,13 +95,22 @@ events = st.one_of(
 )
 
 
-def final_state(history: list[Event]) -> tuple[dict[str, CompiledAccessPolicy],
-                                                dict[str, dict[str, str]], set[str]]:
+State = tuple[dict[str, CompiledAccessPolicy], dict[str, dict[str, str]], set[str],
+              dict[tuple[str, str], str]]
+
+
+def final_state(history: list[Event]) -> State:
     found: dict[str, CompiledAccessPolicy] = {}
     clusters: dict[str, dict[str, str]] = {}
     sets: set[str] = set()
+    bindings: dict[tuple[str, str], str] = {}
     for event in history:
-        if isinstance(event, PolicyApplied):
+        if isinstance(event, BindingChanged):
+            if event.cluster_set is None:
+                bindings.pop((event.namespace, event.name), None)
+            else:
+                bindings[event.namespace, event.name] = event.cluster_set
+        elif isinstance(event, PolicyApplied):
             found[event.policy.key] = event.policy
         elif isinstance(event, PolicyRemoved):
             found.pop(event.key, None)
@@ -102,7 +123,7 @@ def final_state(history: list[Event]) -> tuple[dict[str, CompiledAccessPolicy],
             sets.add(event.name)
         else:
             sets.discard(event.name)
-    return found, clusters, sets
+    return found, clusters, sets, bindings
 
 
 def statuses(index: InheritanceIndex) -> dict[str, Any]:
@@ -112,7 +133,9 @@ def statuses(index: InheritanceIndex) -> dict[str, Any]:
 @settings(max_examples=200, deadline=None)
 @given(history=st.lists(events, min_size=4, max_size=40))
 def test_incremental_index_equals_from_scratch_after_any_history(history: list[Event]) -> None:
-    incremental = InheritanceIndex()
+    """With policy authority: bindings, clusters changing sets and sets coming and going
+    move policies in and out of the paths, and the index follows event by event."""
+    incremental = InheritanceIndex(authority=AUTHORITY)
     for event in history:
         before = statuses(incremental)
         before_effective = dict(incremental.effective)
@@ -125,15 +148,24 @@ def test_incremental_index_equals_from_scratch_after_any_history(history: list[E
         assert {t for t in {*before_effective, *incremental.effective}
                 if before_effective.get(t) != incremental.effective.get(t)} <= \
             set(change.effective) | change.removed
-    found, clusters, sets = final_state(history)
-    scratch = InheritanceIndex.build(found.values(), clusters, sets)
+    found, clusters, sets, bindings = final_state(history)
+    scratch = InheritanceIndex.build(found.values(), clusters, sets, authority=AUTHORITY,
+                                     bindings=bindings)
     assert incremental.effective == scratch.effective
     assert statuses(incremental) == statuses(scratch)
+    # Only the policies their namespace may write are on any path.
+    for eff in scratch.effective.values():
+        for key in eff.policies:
+            policy = scratch.policies[key]
+            assert policy.namespace == "adm" or policy.namespace in (
+                policy.target.name, policy.target.cluster) or any(
+                ns == policy.namespace and name == set_name
+                for (ns, name), set_name in bindings.items()), key
 
 
 @settings(max_examples=200, deadline=None)
-@given(objs=st.lists(policies(names=tuple(f"p{i}" for i in range(10))), min_size=3,
-                     max_size=10),
+@given(objs=st.lists(policies(names=tuple(f"p{i}" for i in range(10)),
+                              namespaces=NAMESPACES), min_size=3, max_size=10),
        cluster_sets=st.lists(st.sampled_from(["s1", "s2", None]), min_size=3, max_size=3),
        existing=st.sets(st.sampled_from(SETS)), noise=st.lists(events, max_size=6),
        seed=st.integers(0, 2**32))
@@ -142,8 +174,11 @@ def test_the_same_final_state_in_any_arrival_order_gives_the_same_result(
         noise: list[Event], seed: int) -> None:
     found = {p.key: p for p in map(compile_access_policy, objs)}
     clusters = {name: labels(s) for name, s in zip(CLUSTERS, cluster_sets, strict=True)}
-    scratch = InheritanceIndex.build(found.values(), clusters, existing)
+    bindings = {("t", "s1"): "s1", ("u", "s2"): "s1"}
+    scratch = InheritanceIndex.build(found.values(), clusters, existing, authority=AUTHORITY,
+                                     bindings=bindings)
     arrivals: list[Event] = [PolicyApplied(p) for p in found.values()]
+    arrivals += [BindingChanged(ns, name, s) for (ns, name), s in bindings.items()]
     arrivals += [ClusterChanged(name, lab) for name, lab in clusters.items()]
     arrivals += [ClusterSetChanged(name, True) for name in existing]
     # Earlier versions of anything may arrive first (they are then replaced) ...
@@ -151,11 +186,13 @@ def test_the_same_final_state_in_any_arrival_order_gives_the_same_result(
     rng.shuffle(arrivals)
     arrivals = noise + arrivals
     # ... and whatever the noise left behind that the final state lacks goes away.
-    stale_policies, stale_clusters, stale_sets = final_state(arrivals)
+    stale_policies, stale_clusters, stale_sets, stale_bindings = final_state(arrivals)
     arrivals += [PolicyRemoved(key) for key in stale_policies if key not in found]
+    arrivals += [BindingChanged(ns, name, None) for ns, name in stale_bindings
+                 if (ns, name) not in bindings]
     arrivals += [ClusterChanged(name, None) for name in stale_clusters if name not in clusters]
     arrivals += [ClusterSetChanged(name, False) for name in stale_sets if name not in existing]
-    incremental = InheritanceIndex()
+    incremental = InheritanceIndex(authority=AUTHORITY)
     for event in arrivals:
         incremental.apply(event)
     assert incremental.effective == scratch.effective
@@ -167,7 +204,7 @@ def _index(objs: list[dict[str, Any]], cluster_sets: list[str | None],
     unique = {compile_access_policy(obj).key: compile_access_policy(obj) for obj in objs}
     inventory = {name: labels(set_name) for name, set_name in zip(CLUSTERS, cluster_sets,
                                                                   strict=True)}
-    return InheritanceIndex.build(unique.values(), inventory, existing_sets)
+    return InheritanceIndex.build(unique.values(), inventory, existing_sets, authority=ANYONE)
 
 
 fleets = st.tuples(st.lists(st.sampled_from([None, "s1", "s2"]), min_size=3, max_size=3),

@@ -11,13 +11,14 @@ from clearance_core.accesspolicy import compile_access_policy
 from clearance_core.inherit_index import Event, InheritanceIndex, PolicyApplied
 from clearance_core.inherit_status import policy_conditions, status_of
 from tests.unit.accesspolicies import access_policy, block, fleet_index, rule
-from tests.unit.test_inherit_properties import events
+from tests.unit.test_inherit_properties import AUTHORITY, events
 
 
 def scanned(index: InheritanceIndex) -> dict[str, Any]:
     """Every policy's conditions, summed over the effective policies of its scope now."""
     return {key: policy_conditions(policy, index.in_scope(policy),
-                                   target_found=index.inventory.exists(policy.target))
+                                   target_found=index.inventory.exists(policy.target),
+                                   unauthorized=index.unauthorized(key))
             for key, policy in index.policies.items()}
 
 
@@ -33,7 +34,7 @@ def test_statuses_kept_event_by_event_equal_statuses_from_the_whole_scope(
     """After every event (and only the policies the change names may move); and an
     index and its copy (what a simulation changes), each
     changed after the copy, never change each other's tallies."""
-    index = InheritanceIndex(allow_unset=allow_unset)
+    index = InheritanceIndex(allow_unset=allow_unset, authority=AUTHORITY)
     copy: InheritanceIndex | None = None
     expected: dict[str, Any] = {}
     for n, event in enumerate(history):

@@ -14,8 +14,11 @@ from clearance_core.registry import REGISTRY, WATCHED
 def test_every_contract_kind_is_known_with_its_api() -> None:
     assert set(REGISTRY) == set(WATCHED) == {
         "monitoraccesspolicy", "metricsource", "accesspolicy", "managedcluster",
-        "managedclusterset", "role", "clusterrole", "rolebinding", "clusterrolebinding",
-        "group", "namespace", "customresourcedefinition"}
+        "managedclusterset", "managedclustersetbinding", "role", "clusterrole",
+        "rolebinding", "clusterrolebinding", "group", "namespace",
+        "customresourcedefinition"}
+    assert WATCHED["managedclustersetbinding"] == (
+        "cluster.open-cluster-management.io/v1beta2", "managedclustersetbindings", True)
     assert WATCHED["rolebinding"] == ("rbac.authorization.k8s.io/v1", "rolebindings", True)
     assert REGISTRY["rolebinding"].group == "rbac.authorization.k8s.io"
     assert REGISTRY["namespace"].group == ""

@@ -44,6 +44,7 @@ MONITOR_KINDS = {
 ACCESS_KINDS: dict[str, list[StatusCondition]] = {
     "Invalid": inherit_status.invalid_conditions("bad"),
     "TargetNotFound": [inherit_status.accepted(target_found=False, target="Cluster/x")],
+    "Unauthorized": [inherit_status.accepted(unauthorized="team may not govern Fleet")],
     "Enforced": [inherit_status.accepted(), StatusCondition(
         type="Enforced", status="True", reason="Enforced", message="")],
     "Overridden": [inherit_status.accepted(), StatusCondition(

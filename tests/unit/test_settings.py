@@ -82,3 +82,11 @@ def test_each_service_may_have_its_own_nats_user_and_inbox() -> None:
 def test_a_prefix_that_is_no_subject_ends_with_one_line(variable: str, value: str) -> None:
     with pytest.raises(SystemExit, match=f"invalid configuration: {variable}="):
         Settings.from_env({variable: value})
+def test_admin_namespaces_are_a_list_and_never_none() -> None:
+    assert Settings.from_env({}).admin_namespace_list == ("clearance-system",)
+    settings = Settings.from_env({"CLEARANCE_ADMIN_NAMESPACES": "platform, clearance-system,"})
+    assert settings.admin_namespace_list == ("clearance-system", "platform")
+    with pytest.raises(SystemExit) as exit_:
+        Settings.from_env({"CLEARANCE_ADMIN_NAMESPACES": " , ,"})
+    assert str(exit_.value) == ("invalid configuration: CLEARANCE_ADMIN_NAMESPACES must "
+                                "name at least one namespace")

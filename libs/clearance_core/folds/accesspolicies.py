@@ -3,7 +3,8 @@ report RFC 0009 conditions.
 
 The model's :class:`~clearance_core.inherit_index.InheritanceIndex` does the work: each
 event that can move an effective policy — an AccessPolicy, a ManagedCluster (existence or
-cluster-set label), a ManagedClusterSet — becomes one index event, and :func:`follow`
+cluster-set label), a ManagedClusterSet, a ManagedClusterSetBinding (which policies take
+part: :mod:`clearance_core.authority`) — becomes one index event, and :func:`follow`
 persists exactly what it changed:
 
 - the effective policy of every recomputed target that has a policy of its own on its
@@ -14,7 +15,9 @@ persists exactly what it changed:
   appears or vanishes, the subjects of its rules and of its cluster's, which its
   namespace reads without it;
 - the conditions of every policy whose status may have moved (``Change.moved``), stored
-  and published only when they differ from what was last stored.
+  and published only when they differ from what was last stored; and, for one that is not
+  accepted, where it was aimed and why it takes no part (``excluded`` in
+  ``clearance.v1.effective``).
 
 An AccessPolicy that does not compile withdraws its previous version whole (never half
 applied), and its status says why (``Accepted`` False ``Invalid``).
@@ -23,13 +26,13 @@ applied), and its status says why (``Accepted`` False ``Invalid``).
 from __future__ import annotations
 
 from clearance_core import hierarchy, status
-from clearance_core.accesspolicy import compile_access_policy
+from clearance_core.accesspolicy import aimed_at, compile_access_policy
 from clearance_core.errors import InvalidObject
 from clearance_core.fold import Affected
 from clearance_core.folds import FoldEvent, FoldResult
 from clearance_core.hierarchy import Target
 from clearance_core.inherit_index import Change, Event, PolicyApplied, PolicyRemoved
-from clearance_core.inherit_status import invalid_conditions, status_of
+from clearance_core.inherit_status import excluded, invalid_conditions, status_of
 from clearance_core.kinds import ObjectRef
 from clearance_core.merge import EffectivePolicy, subjects_changed
 from clearance_core.model import Model, Writes
@@ -54,8 +57,9 @@ def fold(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
                          else None, error)
     if error is None:
         model.access_invalid.pop(key, None)
+        model.access_invalid_target.pop(key, None)
     else:
-        model.access_invalid[key] = error
+        _invalid(model, key, error, event.obj)
     statuses = follow(model, tx, index_event, event.seq)
     if event.deleted and all(ref != _ref(key) for ref, _ in statuses):
         statuses.append((_ref(key), status.deleted(event.seq)))
@@ -65,7 +69,7 @@ def fold(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
 def withdraw(model: Model, tx: Writes, event: FoldEvent, reason: str) -> FoldResult:
     """The object failed unexpectedly: withdrawn, and its status says why."""
     tx.put_access_policy(event.key, None, reason)
-    model.access_invalid[event.key] = reason
+    _invalid(model, event.key, reason, event.obj)
     return FoldResult("failed", follow(model, tx, PolicyRemoved(event.key), event.seq))
 
 
@@ -85,6 +89,7 @@ def follow(model: Model, tx: Writes, index_event: Event,
     published = []
     for key in sorted(change.moved):
         conditions = conditions_of(model, key)
+        _exclude(model, tx, key, conditions)
         if conditions == model.access_status.get(key):
             continue
         tx.put_access_status(key, conditions)
@@ -95,6 +100,32 @@ def follow(model: Model, tx: Writes, index_event: Event,
             model.access_status[key] = conditions
             published.append((_ref(key), PolicyStatus(conditions=conditions, revision=seq)))
     return published
+
+
+def _invalid(model: Model, key: str, error: str, obj: object) -> None:
+    model.access_invalid[key] = error
+    target = aimed_at(obj)
+    if target is None:
+        model.access_invalid_target.pop(key, None)
+    else:
+        model.access_invalid_target[key] = target
+
+
+def _exclude(model: Model, tx: Writes, key: str,
+             conditions: list[StatusCondition] | None) -> None:
+    """Keep where a policy that takes no part is listed (its target may move while its
+    conditions stay the same: an invalid policy aimed elsewhere with the same error)."""
+    policy = model.inherit.policies.get(key)
+    target = policy.target if policy is not None else model.access_invalid_target.get(key)
+    found = excluded(key, conditions, target)
+    previous = model.access_excluded.get(key)
+    if found == previous:
+        return
+    tx.put_excluded(key, previous, found)
+    if found is None:
+        model.access_excluded.pop(key, None)
+    else:
+        model.access_excluded[key] = found
 
 
 def _concerned(model: Model, change: Change, target: Target) -> tuple[set[str], set[str]]:

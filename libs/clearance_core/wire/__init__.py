@@ -51,6 +51,7 @@ from clearance_core.wire.decisions import (
 from clearance_core.wire.effective import (
     EffectiveReply,
     EffectiveRequest,
+    ExcludedPolicy,
     ReachReply,
     ReachRequest,
     RuleInForce,
@@ -191,6 +192,7 @@ __all__ = [
     "ErrorReply",
     "Event",
     "EventType",
+    "ExcludedPolicy",
     "FieldValue",
     "FilterReply",
     "FilterRequest",

@@ -58,6 +58,16 @@ class RuleInForce(msgspec.Struct, kw_only=True):
     block: BlockKind
 
 
+class ExcludedPolicy(msgspec.Struct, frozen=True, kw_only=True):
+    """An AccessPolicy aimed at a target on the path that takes no part: its
+    ``Accepted`` reason (``Invalid``, ``TargetNotFound`` or ``Unauthorized``) and
+    message."""
+
+    policy: str  # namespace/name
+    reason: str
+    message: str
+
+
 class EffectiveReply(msgspec.Struct, kw_only=True):
     target: Target
     rules: dict[str, RuleInForce] = {}
@@ -66,6 +76,9 @@ class EffectiveReply(msgspec.Struct, kw_only=True):
     #: Those that contributed a rule, highest first.
     affected_by: list[str] = []
     revision: int = 0
+    #: The policies aimed at the target or above it on its path that take no part
+    #: (highest target first, then by name); an extension of the reply.
+    excluded: list[ExcludedPolicy] = []
     request_id: str | msgspec.UnsetType | None = msgspec.UNSET
 
 

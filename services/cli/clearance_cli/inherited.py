@@ -5,7 +5,8 @@ Targets are written ``fleet``, ``clusterset/NAME``, ``cluster/NAME`` or
 ``namespace/CLUSTER/NAME``, and printed the same way, so a target from ``reach`` or
 ``simulate`` can be pasted into ``effective``. Rules print one per line: name, block,
 source, effect, subjects, permissions and the resource types they filter (the rules in
-full are in the reply of ``clearance request clearance.v1.effective``).
+full are in the reply of ``clearance request clearance.v1.effective``), then the policies
+aimed at the target or above it that take no part, each with why.
 """
 
 from __future__ import annotations
@@ -149,6 +150,10 @@ def render_effective(reply: EffectiveReply) -> list[str]:
     lines.append("policies on its path, highest first: " + (", ".join(reply.policies)
                                                              or "none"))
     lines.append("rules from: " + (", ".join(reply.affected_by) or "none"))
+    if reply.excluded:
+        lines.append("taking no part (aimed at it or above it):")
+        lines += table(None, ([entry.policy, entry.reason, entry.message]
+                              for entry in reply.excluded), indent="  ")
     return lines
 
 

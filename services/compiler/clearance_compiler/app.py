@@ -27,6 +27,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from clearance_compiler.folder import Folder
+from clearance_core.authority import Authority
 from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS
 from clearance_runtime import bus, health, logs, metrics, retries
 from clearance_runtime.pull import Pulled, Puller, open_puller
@@ -42,11 +43,12 @@ CENSUS_EVERY = 2.0
 
 
 class Compiler:
-    def __init__(self, nc: Client, redis: aioredis.Redis, *, allow_unset: bool = True) -> None:
+    def __init__(self, nc: Client, redis: aioredis.Redis, *, allow_unset: bool = True,
+                 authority: Authority | None = None) -> None:
         self._nc = nc
         self._js: JetStreamContext = nc.jetstream()
         self._r = redis
-        self._store = StateStore(redis, allow_unset=allow_unset)
+        self._store = StateStore(redis, allow_unset=allow_unset, authority=authority)
         self._folder = Folder(self._store, nc)
         self._position = 0
         #: The last message of the batch whose commit is in flight (acknowledged when it

@@ -148,7 +148,11 @@ class Bus:
         replies = await asyncio.gather(*(self.request(SUBJECT_EFFECTIVE, {"target": target})
                                          for target in targets))
         for effective in replies:
-            for key in effective.get("policies") or []:
+            # Those that take no part too (``excluded``): an unauthorized or invalid
+            # policy is one an operator wants to see.
+            excluded = [entry.get("policy") for entry in effective.get("excluded") or []
+                        if isinstance(entry, dict)]
+            for key in [*(effective.get("policies") or []), *excluded]:
                 namespace, _, name = str(key).partition("/")
                 self.live.policies.learn("AccessPolicy", namespace, name)
             self.harvest_rules(effective)

@@ -8,6 +8,8 @@ are read into one of a few states an operator sorts by:
 - ``Active``: in force (an AccessPolicy accepted and enforced, partially or not, or whose
   ``when`` condition could not be evaluated — its message says where);
 - ``Invalid``: it takes no effect — does not compile, or its target does not exist;
+- ``Unauthorized``: an AccessPolicy that takes no effect because its namespace may not
+  write policies for its target (the message names the namespaces that may);
 - ``Expired``: a MonitorAccessPolicy past its validity window;
 - ``Overridden``: an accepted AccessPolicy none of whose rules is in force anywhere;
 - ``Inactive``: a MonitorAccessPolicy disabled or not yet valid.
@@ -18,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-STATES = ("Active", "Invalid", "Expired", "Overridden", "Inactive")
+STATES = ("Active", "Invalid", "Unauthorized", "Expired", "Overridden", "Inactive")
 #: Status event subject token -> the kind ``clearance.v1.policy-status`` takes.
 KINDS = {"monitoraccesspolicy": "MonitorAccessPolicy", "accesspolicy": "AccessPolicy"}
 
@@ -64,7 +66,7 @@ def classify(kind: str, namespace: str, name: str, status: dict[str, Any]) -> Po
     accepted = _condition(status, "Accepted")
     enforced = _condition(status, "Enforced")
     if accepted is not None and accepted.get("status") != "True":
-        view.state = "Invalid"
+        view.state = "Unauthorized" if accepted.get("reason") == "Unauthorized" else "Invalid"
         view.reason = str(accepted.get("reason", ""))
         view.message = str(accepted.get("message", ""))
     elif enforced is not None:

@@ -71,6 +71,7 @@ class Inherited:
         if found is None:
             raise NotFound(f"target {request.target} does not exist")
         reply = reply_of(found)
+        reply.excluded = await self._reads.inherited.excluded(request.target)
         reply.revision = await self._reads.revision()
         return reply
 

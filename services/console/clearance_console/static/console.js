@@ -204,7 +204,11 @@ function renderEffective(d) {
     <table id="effective-rules">${RULE_HEAD}<tbody>${Object.entries(r.rules || {}).map(([n, e]) =>
       renderRule(n, e)).join("")}</tbody></table>
     <dl><dt>policies on its path</dt><dd>${esc((r.policies || []).join(", ") || "none")}</dd>
-    <dt>rules from</dt><dd>${esc((r.affected_by || []).join(", ") || "none")}</dd></dl>`;
+    <dt>rules from</dt><dd>${esc((r.affected_by || []).join(", ") || "none")}</dd></dl>
+    ${(r.excluded || []).length ? `<h3>Policies on its path that take no part</h3>
+    <table id="effective-excluded"><thead><tr><th>policy</th><th>reason</th><th>why</th></tr></thead>
+    <tbody>${r.excluded.map((x) => `<tr data-policy="${esc(x.policy)}"><td>${esc(x.policy)}</td>
+      <td>${pill(x.reason)}</td><td>${esc(x.message)}</td></tr>`).join("")}</tbody></table>` : ""}`;
 }
 
 function conditions(list) {
