@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
 
 import msgspec
 
@@ -177,4 +177,8 @@ def _explain(exc: msgspec.ValidationError, raw: Mapping[str, Any]) -> str:
     reason = message.split(" - at ", 1)[0]
     if field in _BOOLEANS:
         reason = "expected a boolean (true/false, 1/0, yes/no, on/off)"
+    choices = [str(choice) for arg in get_args(get_type_hints(Settings).get(field))
+               if get_origin(arg) is Literal for choice in get_args(arg)]
+    if choices:
+        reason = f"expected one of {', '.join(choices)}"
     return f"invalid configuration: {variable}={raw.get(field)!r}: {reason}"
