@@ -117,8 +117,9 @@ class BoundedSite(web.TCPSite):
     @property
     def addresses(self) -> list[tuple[str, int]]:
         """Where it listens: (address, port) of each socket."""
-        assert isinstance(self._server, asyncio.Server)
-        return [sock.getsockname()[:2] for sock in self._server.sockets]
+        # asyncio's Server or uvloop's: both have ``sockets``, AbstractServer does not.
+        sockets = getattr(self._server, "sockets", None) or ()
+        return [sock.getsockname()[:2] for sock in sockets]
 
 
 def runner(app: web.Application, bounds: Bounds) -> web.AppRunner:
