@@ -4,9 +4,11 @@ settings that configure them."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -103,3 +105,19 @@ def test_a_bad_http_setting_is_one_clear_line(variable: str, value: str,
         Settings.from_env({variable: value})
     assert str(exit_.value).startswith(f"invalid configuration: {variable}=")
     assert expected in str(exit_.value)
+
+
+def test_deploy_opens_exactly_what_kubernetes_needs() -> None:
+    """Loopback is the default; deploy/ listens on the pod's address where something
+    outside the pod must come in — Prometheus and the kubelet's probes on the metrics port
+    (every service), clients on the gateway's port — and the gateway asks for a client
+    certificate from the CA it is given."""
+    deploy = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
+    config = yaml.safe_load((deploy / "config.yaml").read_text())["data"]
+    assert config["CLEARANCE_METRICS_HOST"] == "0.0.0.0"
+    gateway = next(doc for doc in yaml.safe_load_all((deploy / "gateway.yaml").read_text())
+                   if doc["kind"] == "Deployment")
+    (container,) = gateway["spec"]["template"]["spec"]["containers"]
+    env = {item["name"]: item.get("value") for item in container["env"]}
+    assert env["CLEARANCE_GATEWAY_HOST"] == "0.0.0.0"
+    assert env["CLEARANCE_GATEWAY_AUTH"] == "mtls" and env["CLEARANCE_GATEWAY_CLIENT_CA"]
