@@ -26,7 +26,7 @@ from nats.aio.client import Client
 
 from clearance_gateway import tls
 from clearance_gateway.authzen import AuthZen
-from clearance_gateway.callers import Callers, allowed_callers
+from clearance_gateway.callers import Callers
 from clearance_gateway.upstream import MAX_BODY, Upstream
 from clearance_gateway.webhook import Webhook
 from clearance_runtime import httpserve, logs, probes
@@ -117,7 +117,6 @@ class Gateway:
 
     def _warn_about_authentication(self) -> None:
         settings = self._settings
-        allowed_callers(settings.gateway_allowed_callers)  # checked before serving
         if self.callers.mode == "none":
             log.warning("gateway_unauthenticated",
                         note="CLEARANCE_GATEWAY_AUTH=none: ANY client that reaches "
