@@ -6,7 +6,6 @@
     python3 dev.py bench   # benchmarks (not tests)
     python3 dev.py fuzz    # fuzz campaign on a running system (>= 100,000 requests), counts
     python3 dev.py chaos   # the fault suite on real processes; prints its table
-    python3 dev.py attack  # the attack suite: hostile clients, authors, objects (tests/attack)
     python3 dev.py lint    # ruff, mypy --strict, import-linter, schema drift
     python3 dev.py soak    # steady mixed load with policy churn, watched (--minutes 30)
     python3 dev.py screenshots  # the ops console's views, photographed into docs/console/
@@ -83,13 +82,13 @@ def main() -> int:
     if command in ("test", "screenshots"):
         ensure_browser()
     if command in ("up", "test", "bench", "fuzz", "chaos", "soak", "lint", "schemas",
-                   "screenshots", "attack"):
+                   "screenshots"):
         return subprocess.call([*just, command, *rest])
     if command == "setup":
         return 0
     raise SystemExit(
         f"unknown command {command!r}: use up, test, bench, fuzz, chaos, soak, lint, "
-        "screenshots, attack or setup")
+        "screenshots or setup")
 
 
 if __name__ == "__main__":

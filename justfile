@@ -33,11 +33,6 @@ fuzz *args:
 chaos *args:
     {{venv}}/python -m tests.chaos "$@"
 
-# The attack suite: hostile clients, authors and objects against real servers and
-# processes (tests/attack/; each attack must fail to grant, stall, leak or crash).
-attack *args:
-    {{venv}}/python -m pytest -q -p no:cacheprovider -m attack tests/attack "$@"
-
 # ruff, mypy --strict, import-linter layers, proto-schemas drift.
 lint:
     {{venv}}/ruff check libs services tests bench

@@ -1,8 +1,10 @@
-"""Attacks on the HTTP surfaces — the gateway (webhook authorizer, AuthZEN), the ops
-console and the metrics/probe port — by hostile clients against real servers: the
-session's NATS and Valkey, the services running as in production (in this process, or
-as ``clearance`` processes where the address or the memory of the process is the point).
-Each attack must fail to grant, stall, leak or crash.
+"""Attacks on the HTTP surfaces: hostile clients of the gateway, the console and the probes.
+
+The gateway (webhook authorizer, AuthZEN), the ops console and the metrics/probe port,
+attacked on real servers — the session's NATS and Valkey, the services running as in
+production (in this process, or as ``clearance`` processes where the address or the
+memory of the process is the point). Each attack must fail to grant, stall, leak or
+crash.
 """
 
 from __future__ import annotations
