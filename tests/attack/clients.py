@@ -17,9 +17,14 @@ async def held(port: int, *, first: bytes, drip: bytes = b"", every: float = 0.2
                tls: ssl.SSLContext | None = None, limit: float = 30.0) -> tuple[float, bytes]:
     """Connect, send ``first``, then one byte of ``drip`` every ``every`` seconds (a
     slowloris) until the server closes the connection: (seconds it stayed open, what the
-    server sent). ``limit`` ends the attempt (the server never closed it)."""
-    reader, writer = await asyncio.open_connection(
-        "127.0.0.1", port, ssl=tls, server_hostname="localhost" if tls else None)
+    server sent). ``limit`` ends the attempt (the server never closed it). A connection
+    the server closes before it is established stayed open for as long as that took."""
+    began = time.monotonic()
+    try:
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", port, ssl=tls, server_hostname="localhost" if tls else None)
+    except (OSError, ssl.SSLError):  # refused, or closed during its handshake
+        return time.monotonic() - began, b""
     opened = time.monotonic()
     received = b""
 
