@@ -8,6 +8,8 @@ crosses the wire: the compiler turns it into the object's status.
     ClearanceError
     ├── RequestError          (code carried by the subclass)
     │   ├── BadRequest        bad_request
+    │   │   └── Refused       (HTTP surfaces) refused before any question is asked, with
+    │   │                     its own HTTP status: 401, 403, 408, 413, 415
     │   ├── NotFound          not_found
     │   ├── Stale             stale
     │   ├── Unavailable       unavailable
@@ -39,6 +41,15 @@ class RequestError(ClearanceError):
 
 class BadRequest(RequestError):
     code = "bad_request"
+
+
+class Refused(BadRequest):
+    """An HTTP request refused before it is read or asked (no credentials, a foreign
+    origin, a body too slow or too large): the client's fault, with its HTTP status."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class NotFound(RequestError):

@@ -10,6 +10,11 @@
   must fail, not pass).
 
 Each answer is a small JSON object saying, per service, what is missing.
+
+The server listens on 127.0.0.1 unless ``CLEARANCE_METRICS_HOST`` says otherwise (in a pod,
+Prometheus and the kubelet's probes come to the pod's address: ``deploy/`` sets
+0.0.0.0). A client gets ``HEAD_SECONDS`` to send its request's head and is then
+disconnected; beyond ``MAX_CONNECTIONS`` at once, a connection is closed unanswered.
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 STALE_AFTER = 5.0
 START_GRACE = 30.0
+#: Seconds a client has to send its request's head; connections served at once.
+HEAD_SECONDS = 5.0
+MAX_CONNECTIONS = 64
 _json = msgspec.json.Encoder()
 
 
@@ -102,12 +110,23 @@ def readiness(max_lag: int) -> dict[str, str]:
     return problems
 
 
-async def serve(port: int, *, max_lag: int) -> None:
-    """Serve the probes until cancelled (port 0: nothing)."""
+async def serve(port: int, *, max_lag: int, host: str = "127.0.0.1") -> None:
+    """Serve the probes on ``host:port`` until cancelled (port 0: nothing)."""
     if not port:
         return
-    server = await asyncio.start_server(
-        lambda r, w: _handle(r, w, max_lag), host="0.0.0.0", port=port)  # noqa: S104
+    open_connections = [0]
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if open_connections[0] >= MAX_CONNECTIONS:
+            writer.transport.abort()
+            return
+        open_connections[0] += 1
+        try:
+            await _handle(reader, writer, max_lag)
+        finally:
+            open_connections[0] -= 1
+
+    server = await asyncio.start_server(handle, host=host, port=port)
     async with server:
         await server.serve_forever()
 
@@ -115,7 +134,7 @@ async def serve(port: int, *, max_lag: int) -> None:
 async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                   max_lag: int) -> None:
     try:
-        async with asyncio.timeout(5.0):
+        async with asyncio.timeout(HEAD_SECONDS):
             head = await reader.readuntil(b"\r\n\r\n")
         parts = head.split(b" ", 2)
         path = parts[1].split(b"?", 1)[0].decode("latin-1") if len(parts) > 1 else ""

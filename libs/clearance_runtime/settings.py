@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
 
 import msgspec
 
@@ -21,6 +21,7 @@ from clearance_core.authority import parse_namespaces
 _Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]
 _NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 _Seconds = Annotated[float, msgspec.Meta(gt=0)]
+_Positive = Annotated[int, msgspec.Meta(ge=1)]
 
 
 class Settings(msgspec.Struct, kw_only=True, frozen=True):
@@ -47,7 +48,8 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     #: the API server's own).
     token_audiences: str = ""
     # The gateway (HTTPS: the Kubernetes webhook authorizer and AuthZEN).
-    gateway_host: str = "0.0.0.0"  # noqa: S104 - a server in a pod listens on every address
+    #: Loopback unless configured (deploy/ sets 0.0.0.0 for the pod).
+    gateway_host: str = "127.0.0.1"
     gateway_port: _Port = 8443
     #: PEM certificate (chain) and key; both unset: a self-signed pair for local use.
     gateway_tls_cert: Path | None = None
@@ -56,9 +58,10 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     gateway_tls_dir: Path | None = None
     #: PEM CA bundle: when set, every client must present a certificate it signed.
     gateway_client_ca: Path | None = None
-    #: The gateway's public base URL, for AuthZEN metadata (unset: from the request).
+    #: The gateway's public base URL, for AuthZEN metadata (unset: from the bind address).
     gateway_url: str = ""
     gateway_timeout: _Seconds = 5.0
+
     # -- The bus: NATS users, inboxes and replies (deploy/nats/accounts.conf) ------------
     #: Where this process receives replies; unset: ``_INBOX.<user>`` for the user name in
     #: the NATS URL, else ``_INBOX`` (clearance_core.inboxes.prefix_for).
@@ -74,6 +77,45 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     decision_nats_url: str = ""
     gateway_nats_url: str = ""
     console_nats_url: str = ""
+
+    # -- Policy authority (inherited AccessPolicies): the hub namespaces that may write
+    # policies for the Fleet and every target below it (comma-separated).
+    admin_namespaces: str = "clearance-system"
+
+    # -- HTTP surfaces (gateway, console, metrics): where they listen, who may ask, and
+    # how much one client may hold or cause (clearance_runtime/httpserve.py).
+    #: Address of the metrics/probe server (deploy/ sets 0.0.0.0 for Prometheus and
+    #: the kubelet's probes).
+    metrics_host: str = "127.0.0.1"
+    #: How a gateway client proves who it is: mtls (a certificate the client CA signed,
+    #: in the handshake), token (a bearer token a TokenReview authenticates),
+    #: mtls-or-token, or none (no client authentication: logged loudly at start).
+    #: Unset: mtls with CLEARANCE_GATEWAY_CLIENT_CA, else token.
+    gateway_auth: Literal["mtls", "token", "mtls-or-token", "none"] | None = None
+    #: Callers the gateway answers (comma-separated ``user:NAME`` / ``group:NAME``; a
+    #: bare name is a user); empty: any authenticated caller.
+    gateway_allowed_callers: str = ""
+    gateway_max_connections: _Positive = 256
+    #: Evaluations in one AuthZEN request (more: HTTP 400).
+    gateway_max_evaluations: _Positive = 1000
+    #: When set, the console asks for it (a bearer header, or a cookie from /login).
+    console_token: str = ""
+    #: Host names the console answers besides loopback and its bind address
+    #: (comma-separated, as typed in the browser; the port is the console's own).
+    console_hosts: str = ""
+    console_max_connections: _Positive = 64
+    #: Seconds a client has to send a request's headers (from connecting, or from the
+    #: previous answer) and, separately, its body; then the connection is closed.
+    http_header_timeout: _Seconds = 10.0
+    http_body_timeout: _Seconds = 10.0
+
+    def __post_init__(self) -> None:
+        if not self.admin_namespace_list:
+            raise ValueError("CLEARANCE_ADMIN_NAMESPACES must name at least one namespace")
+
+    @property
+    def admin_namespace_list(self) -> tuple[str, ...]:
+        return parse_namespaces(self.admin_namespaces)
 
     def nats_url_for(self, service: str) -> str:
         """The NATS URL ``service`` connects with: its own, else the process's."""
@@ -93,17 +135,13 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     @property
     def reply_prefix_list(self) -> tuple[str, ...]:
         return inboxes.parse_prefixes(self.reply_prefixes)
-    # Policy authority (inherited AccessPolicies): the hub namespaces that may write
-    # policies for the Fleet and every target below it (comma-separated).
-    admin_namespaces: str = "clearance-system"
-
-    def __post_init__(self) -> None:
-        if not self.admin_namespace_list:
-            raise ValueError("CLEARANCE_ADMIN_NAMESPACES must name at least one namespace")
 
     @property
-    def admin_namespace_list(self) -> tuple[str, ...]:
-        return parse_namespaces(self.admin_namespaces)
+    def gateway_auth_mode(self) -> str:
+        """How gateway clients authenticate: as set, else by what is configured."""
+        if self.gateway_auth is not None:
+            return self.gateway_auth
+        return "mtls" if self.gateway_client_ca is not None else "token"
 
     @property
     def token_audience_list(self) -> list[str]:
@@ -122,6 +160,8 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
                     if field in _BOOLEANS else value
         if "log_format" in raw:
             raw["log_format"] = raw["log_format"].lower()
+        if "gateway_auth" in raw:
+            raw["gateway_auth"] = raw["gateway_auth"].lower()
         if "log_level" in raw:
             raw["log_level"] = raw["log_level"].upper()
         if "kubernetes" not in raw:
@@ -182,6 +222,17 @@ ENV = {
     "console_nats_url": "CLEARANCE_CONSOLE_NATS_URL",
     # Policy authority.
     "admin_namespaces": "CLEARANCE_ADMIN_NAMESPACES",
+    # HTTP surfaces
+    "metrics_host": "CLEARANCE_METRICS_HOST",
+    "gateway_auth": "CLEARANCE_GATEWAY_AUTH",
+    "gateway_allowed_callers": "CLEARANCE_GATEWAY_ALLOWED_CALLERS",
+    "gateway_max_connections": "CLEARANCE_GATEWAY_MAX_CONNECTIONS",
+    "gateway_max_evaluations": "CLEARANCE_GATEWAY_MAX_EVALUATIONS",
+    "console_token": "CLEARANCE_CONSOLE_TOKEN",
+    "console_hosts": "CLEARANCE_CONSOLE_HOSTS",
+    "console_max_connections": "CLEARANCE_CONSOLE_MAX_CONNECTIONS",
+    "http_header_timeout": "CLEARANCE_HTTP_HEADER_TIMEOUT",
+    "http_body_timeout": "CLEARANCE_HTTP_BODY_TIMEOUT",
 }
 _BOOLEANS = {"allow_unset", "kubernetes", "decision_mirror", "write_status"}
 _BOOLEAN_WORDS = {"yes": "true", "on": "true", "no": "false", "off": "false"}
@@ -207,4 +258,8 @@ def _explain(exc: msgspec.ValidationError, raw: Mapping[str, Any]) -> str:
     reason = message.split(" - at ", 1)[0]
     if field in _BOOLEANS:
         reason = "expected a boolean (true/false, 1/0, yes/no, on/off)"
+    choices = [str(choice) for arg in get_args(get_type_hints(Settings).get(field))
+               if get_origin(arg) is Literal for choice in get_args(arg)]
+    if choices:
+        reason = f"expected one of {', '.join(choices)}"
     return f"invalid configuration: {variable}={raw.get(field)!r}: {reason}"

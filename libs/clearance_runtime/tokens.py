@@ -9,10 +9,16 @@ authenticated token for at most ``TTL`` seconds (a revoked token may answer for 
 long, like the API server's own webhook token cache), a rejected one for
 ``FAILURE_TTL``. Concurrent requests with one token share one review.
 
-A failure never becomes a principal: a token the API server rejects is a
-``bad_request``; no Kubernetes API (no kubeconfig and not in a pod), a TokenReview the
-API server refuses (the service account lacks ``create`` on ``tokenreviews``), a timeout
-or a broken reply is ``unavailable`` and is not cached.
+Where audiences are configured, the review asks for them and the API server's answer
+must name at least one of them in ``status.audiences``: a reviewer that is not audience
+aware answers without any, and the token is then refused like a rejected one (the API
+server's documented rule for clients that set ``spec.audiences``).
+
+A failure never becomes a principal: a token the API server rejects, or whose
+audiences do not intersect the configured ones, is a ``bad_request``; no Kubernetes API
+(no kubeconfig and not in a pod), a TokenReview the API server refuses (the service
+account lacks ``create`` on ``tokenreviews``), a timeout or a broken reply is
+``unavailable`` and is not cached.
 """
 
 from __future__ import annotations
@@ -42,6 +48,9 @@ FAILURE_TTL = 10.0
 MAX_ENTRIES = 10_000
 #: Seconds a TokenReview may take (connect and read).
 TIMEOUT = 5.0
+#: TokenReviews in flight at once: many distinct tokens (each its own review) queue
+#: rather than become as many requests to the API server.
+MAX_IN_FLIGHT = 32
 
 
 class _User(msgspec.Struct):
@@ -52,6 +61,7 @@ class _User(msgspec.Struct):
 class _Status(msgspec.Struct):
     authenticated: bool = False
     user: _User = msgspec.field(default_factory=_User)
+    audiences: list[str] | None = None
     error: str = ""
 
 
@@ -86,6 +96,7 @@ class TokenReviews:
         self._pending: dict[bytes, asyncio.Task[Outcome]] = {}
         self._api: kubernetes_asyncio.client.ApiClient | None = None
         self._connecting = asyncio.Lock()
+        self._in_flight = asyncio.Semaphore(MAX_IN_FLIGHT)
         self.reviews = 0  # TokenReviews sent, for tests and curiosity
 
     async def principal(self, token: str) -> Principal:
@@ -114,6 +125,10 @@ class TokenReviews:
         return outcome
 
     async def _ask(self, token: str) -> Outcome:
+        async with self._in_flight:
+            return await self._ask_now(token)
+
+    async def _ask_now(self, token: str) -> Outcome:
         api = await self._client()
         spec: dict[str, object] = {"token": token}
         if self._audiences:
@@ -145,6 +160,12 @@ class TokenReviews:
         if not status.authenticated or not status.user.username:
             log.info("token_rejected", token=fingerprint(token), error=status.error)
             return BadRequest(f"token not authenticated: {status.error or 'rejected'}")
+        if self._audiences and not set(status.audiences or ()) & set(self._audiences):
+            log.info("token_audience_refused", token=fingerprint(token),
+                     audiences=status.audiences or [])
+            return BadRequest("token not authenticated: the review names none of the "
+                              f"audiences {', '.join(self._audiences)} (it names "
+                              f"{', '.join(status.audiences or []) or 'none'})")
         log.debug("token_reviewed", token=fingerprint(token), user=status.user.username)
         return Principal(username=status.user.username, groups=status.user.groups)
 

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,7 @@ from typing import Any
 import pytest
 
 from clearance_runtime import servers
+from tests.attack.clients import listening_addresses
 
 ROOT = Path(__file__).resolve().parents[2]
 CLEARANCE = str(Path(sys.executable).parent / "clearance")
@@ -75,7 +79,12 @@ class Fleet:
     for the ``clearance`` command."""
 
     def __init__(self, state: Path) -> None:
+        self.state = state
         self.up, self.env, self.ports = start_up(state)
+        assert self.up.stdout is not None
+        self.banner = ""  # the rest of it, after the lines start_up read
+        while "Ctrl-C stops everything." not in self.banner:
+            self.banner += self.up.stdout.readline()
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +99,27 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
 @pytest.fixture
 def fleet(running: Fleet) -> dict[str, str]:
     return running.env
+
+
+def test_up_serves_https_and_the_console_on_loopback_only(running: Fleet) -> None:
+    """The banner's addresses are where it listens — 127.0.0.1 only — and it says the
+    gateway asks no client authentication there (what `curl` in the banner relies on)."""
+    gateway = re.search(r"HTTPS\s+(https://127\.0\.0\.1:(\d+))", running.banner)
+    console = re.search(r"Console\s+http://127\.0\.0\.1:(\d+)/", running.banner)
+    assert gateway is not None and console is not None, running.banner
+    assert "no client authentication: loopback only" in running.banner
+    for port in (int(gateway[2]), int(console[1])):
+        assert listening_addresses(port) == {"127.0.0.1"}
+    context = ssl.create_default_context(
+        cafile=str(running.state / "gateway" / "tls.crt"))
+    request = urllib.request.Request(
+        gateway[1] + "/access/v1/evaluation", method="POST", data=json.dumps({
+            "subject": {"type": "user", "id": "alice", "properties": {
+                "groups": ["platform-team"]}},
+            "action": {"name": "view"},
+            "resource": {"type": "cluster", "id": "prod-us-east"}}).encode())
+    with urllib.request.urlopen(request, context=context, timeout=10) as response:
+        assert json.loads(response.read())["decision"] is True
 
 
 def test_up_answers_the_example_question(fleet: dict[str, str]) -> None:

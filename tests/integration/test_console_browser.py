@@ -278,3 +278,37 @@ async def playground(page: Page) -> None:
     moved = await off_loop(attributes, driver, "#simulate-status tbody tr", "data-policy")
     assert "platform/production-guardrails" in moved
     await page.shoot("simulate")
+
+
+async def test_with_a_token_the_page_logs_in_from_the_url_fragment(
+        browser: WebDriver, real_servers: Servers) -> None:
+    """``CLEARANCE_CONSOLE_TOKEN`` set: the page sends a browser without the session to
+    /login; /login#token=... logs in (the fragment never leaves the browser) and lands on
+    the live page, which then streams."""
+    port = servers.free_port()
+    token = "browser-test-token-0123456789abcdef"
+    env = {**os.environ, "CLEARANCE_NATS_URL": real_servers.nats_url,
+           "CLEARANCE_CONSOLE_TOKEN": token}
+    console = subprocess.Popen(  # noqa: ASYNC220  (started, not waited for, here)
+        [CLEARANCE, "console", "--port", str(port)], env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        await listening(port, console)
+        await off_loop(browser.delete_all_cookies)
+        await off_loop(browser.get, base + "/#live")
+        await until(lambda: browser.current_url, lambda u: u.startswith(base + "/login"),
+                    what="sent to the login page")
+        await off_loop(browser.get, f"{base}/login#token=wrong")
+        await until(lambda: text(browser, "#login-result"), lambda t: "wrong token" in t,
+                    what="a wrong token refused")
+        await off_loop(browser.get, f"{base}/login#token={token}")
+        await until(lambda: browser.current_url, lambda u: u == base + "/",
+                    what="logged in and on the page")
+        await until(lambda: text(browser, "#conn"), lambda t: t == "live",
+                    what="the live stream with the session cookie")
+        assert token not in str(await off_loop(browser.get_cookies))
+    finally:
+        console.terminate()
+        await off_loop(console.wait, 10)
+        await off_loop(browser.delete_all_cookies)

@@ -1,6 +1,7 @@
 """The gateway over HTTPS on the real harness: the Kubernetes webhook authorizer (a
 SubjectAccessReview as kube-apiserver sends it) and AuthZEN 1.0, both answered by the
-decision service over NATS."""
+decision service over NATS. Clients authenticate with mutual TLS, as in deploy/ (the
+other ways in: test_gateway_auth.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from clearance_gateway import tls
 from clearance_runtime import servers
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, group
+from tests.integration.pki import Authority
 from tests.integration.test_reviews import binding, cluster_role
 from tests.unit.policies import policy
 
@@ -35,12 +37,24 @@ OBJECTS = [
 
 
 class Gateway:
-    """An HTTPS client of the gateway that trusts exactly its self-signed certificate."""
+    """An HTTPS client of the gateway that trusts exactly its self-signed certificate
+    and presents ``client`` (a certificate and key), if given."""
 
-    def __init__(self, url: str, certificate: Path) -> None:
+    def __init__(self, url: str, certificate: Path,
+                 client: tuple[Path, Path] | None = None) -> None:
         self.url = url
         self.ssl = ssl.create_default_context(cafile=str(certificate))
+        if client is not None:
+            self.ssl.load_cert_chain(*client)
         self.session = aiohttp.ClientSession()
+
+    async def get(self, path: str, **headers: str) -> tuple[int, Any]:
+        async with self.session.get(self.url + path, ssl=self.ssl, headers=headers) as resp:
+            text = await resp.text()
+            try:
+                return resp.status, msgspec.json.decode(text)
+            except msgspec.DecodeError:
+                return resp.status, text
 
     async def post(self, path: str, body: Any, **headers: str) -> tuple[int, Any, Any]:
         data = body if isinstance(body, bytes) else msgspec.json.encode(body)
@@ -66,18 +80,27 @@ class Gateway:
 
 
 @pytest.fixture
-async def system(clean_servers: Servers, tmp_path: Path) -> AsyncIterator[System]:
+def authority(tmp_path: Path) -> Authority:
+    return Authority.make(tmp_path / "pki")
+
+
+@pytest.fixture
+async def system(clean_servers: Servers, tmp_path: Path,
+                 authority: Authority) -> AsyncIterator[System]:
     manifests = tmp_path / "manifests"
     manifests.mkdir()
     sys_ = System(clean_servers.nats_url, clean_servers.redis_url, manifests)
+    # Mutual TLS with the API server's client CA, as deploy/kubernetes/gateway.yaml.
     sys_.settings = msgspec.structs.replace(
-        sys_.settings, gateway_host="127.0.0.1", gateway_port=servers.free_port(),
-        gateway_tls_dir=tmp_path / "gateway")
+        sys_.settings, gateway_port=servers.free_port(),
+        gateway_tls_dir=tmp_path / "gateway", gateway_client_ca=authority.path)
     sys_.write("rbac.yaml", *OBJECTS)
     sys_.write("fleet.yaml", cluster("c1"), cluster("c2"), cluster("c3"), group("team", "alice"))
     sys_.write("policies.yaml", policy("team", groups=["team"], rules=[
         {"selector": {"matchNames": ["c1", "c3"]},
-         "permissions": {"view": True, "viewMetrics": False}}]))
+         "permissions": {"view": True, "viewMetrics": False},
+         "resources": [{"type": "pods", "visibility": "filtered",
+                        "filters": {"names": {"allowed": ["web-*"]}}}]}]))
     await sys_.start(*SERVICES)
     await sys_.settle()
     yield sys_
@@ -85,9 +108,11 @@ async def system(clean_servers: Servers, tmp_path: Path) -> AsyncIterator[System
 
 
 @pytest.fixture
-async def gateway(system: System, tmp_path: Path) -> AsyncIterator[Gateway]:
+async def gateway(system: System, tmp_path: Path,
+                  authority: Authority) -> AsyncIterator[Gateway]:
     client = Gateway(f"https://127.0.0.1:{system.settings.gateway_port}",
-                     tmp_path / "gateway" / tls.CERT_FILE)
+                     tmp_path / "gateway" / tls.CERT_FILE,
+                     authority.client(tmp_path / "pki", "kube-apiserver"))
     await client.ready()
     yield client
     await client.session.close()
@@ -298,12 +323,75 @@ async def test_without_a_decision_service_evaluations_fail(gateway: Gateway,
 
 
 async def test_the_well_known_metadata(gateway: Gateway) -> None:
-    async with gateway.session.get(gateway.url + "/.well-known/authzen-configuration",
-                                   ssl=gateway.ssl) as resp:
-        metadata = await resp.json()
-    # Identical to the identifier the well-known URI was built from (spec, validation).
-    assert metadata == {
+    expected = {
         "policy_decision_point": gateway.url,
         "access_evaluation_endpoint": f"{gateway.url}/access/v1/evaluation",
         "access_evaluations_endpoint": f"{gateway.url}/access/v1/evaluations",
     }
+    # Identical to the identifier the well-known URI was built from (spec, validation):
+    # the configured address, whatever Host the request names.
+    assert await gateway.get("/.well-known/authzen-configuration") == (200, expected)
+    assert await gateway.get("/.well-known/authzen-configuration",
+                             Host="attacker.example") == (200, expected)
+
+
+async def test_the_metadata_names_the_configured_url(
+        clean_servers: Servers, tmp_path: Path, authority: Authority) -> None:
+    sys_ = System(clean_servers.nats_url, clean_servers.redis_url, None)
+    sys_.settings = msgspec.structs.replace(
+        sys_.settings, gateway_port=servers.free_port(), gateway_tls_dir=tmp_path / "gw",
+        gateway_client_ca=authority.path, gateway_url="https://pdp.example.com/")
+    certificate, _ = tls.self_signed(tmp_path / "gw")  # made now, reused by the gateway
+    await sys_.start("gateway")
+    client = Gateway(f"https://127.0.0.1:{sys_.settings.gateway_port}", certificate,
+                     authority.client(tmp_path, "pep"))
+    try:
+        await client.ready()
+        status, metadata = await client.get("/.well-known/authzen-configuration",
+                                            Host="evil.example:8443")
+        assert status == 200
+        assert metadata["access_evaluation_endpoint"] == \
+            "https://pdp.example.com/access/v1/evaluation"
+    finally:
+        await client.session.close()
+        await sys_.close()
+
+
+# AuthZEN and Clearance's partial decisions: never a bare true ---------------------------
+
+PODS_ON_C1 = {"type": "pods", "id": "*", "properties": {"cluster": "c1"}}
+ACCEPTS_PARTIAL = {"clearance": {"accept_partial": True}}
+
+
+async def test_a_partial_is_false_for_a_pep_that_reads_only_the_decision(
+        gateway: Gateway) -> None:
+    _, reply, _ = await gateway.post("/access/v1/evaluation",
+                                     {"subject": ALICE, "action": VIEW, "resource": PODS_ON_C1})
+    assert reply["decision"] is False  # a decision-only PEP would show every pod
+    assert reply["context"]["outcome"] == "partial"
+    assert reply["context"]["filters"]["pods"]  # what a filtering PEP would apply
+
+
+async def test_a_partial_is_true_only_where_the_pep_accepts_filters(gateway: Gateway) -> None:
+    _, reply, _ = await gateway.post("/access/v1/evaluation", {
+        "subject": ALICE, "action": VIEW, "resource": PODS_ON_C1,
+        "context": ACCEPTS_PARTIAL})
+    assert reply["decision"] is True and reply["context"]["outcome"] == "partial"
+    assert "web-*" in msgspec.json.encode(reply["context"]["filters"]).decode()
+    # Per evaluation: the request's context is each evaluation's default; an own context
+    # without the opt-in replaces it; anything but exactly true is no.
+    _, batch, _ = await gateway.post("/access/v1/evaluations", {
+        "subject": ALICE, "action": VIEW, "resource": PODS_ON_C1, "context": ACCEPTS_PARTIAL,
+        "evaluations": [{}, {"context": {"time": "now"}},
+                        {"context": {"clearance": {"accept_partial": "yes"}}},
+                        {"resource": on("c1")}]})
+    assert [e["decision"] for e in batch["evaluations"]] == [True, False, False, True]
+    assert [e["context"]["outcome"] for e in batch["evaluations"]] == [
+        "partial", "partial", "partial", "allow"]
+    # permit_on_first_permit stops at the first true, which a partial is not by default.
+    _, first, _ = await gateway.post("/access/v1/evaluations", {
+        "subject": ALICE, "action": VIEW, "options": {
+            "evaluations_semantic": "permit_on_first_permit"},
+        "evaluations": [{"resource": PODS_ON_C1}, {"resource": on("c2")},
+                        {"resource": on("c3")}]})
+    assert [e["decision"] for e in first["evaluations"]] == [False, False, True]

@@ -39,17 +39,29 @@ class Clock:
         return self.now
 
 
-def api_server(kmock: RawHandler, *, status: int = 201) -> list[dict[str, Any]]:
-    """TokenReviews answered like an API server; returns the reviews it received."""
+def api_server(kmock: RawHandler, *, status: int = 201,
+               audiences: dict[str, list[str]] | None = None) -> list[dict[str, Any]]:
+    """TokenReviews answered like an API server; returns the reviews it received.
+    ``audiences``: token -> the audiences it was issued for; a review asking for
+    audiences answers with those it shares with the token (none shared: not
+    authenticated), as the API server does. Without it, the reviewer is not audience
+    aware: it answers without ``audiences``."""
     received: list[dict[str, Any]] = []
 
     def review(request: Any) -> Any:
         body = request.data
         received.append(body)
-        user = USERS.get(body["spec"]["token"])
-        status_ = ({"authenticated": True, "user": {"username": user[0], "groups": user[1]}}
-                   if user else {"authenticated": False,
-                                 "error": "invalid bearer token, token has expired"})
+        token = body["spec"]["token"]
+        user = USERS.get(token)
+        status_: dict[str, Any] = (
+            {"authenticated": True, "user": {"username": user[0], "groups": user[1]}}
+            if user else {"authenticated": False,
+                          "error": "invalid bearer token, token has expired"})
+        if user and audiences is not None:
+            asked = body["spec"].get("audiences") or ["https://kubernetes.default.svc"]
+            shared = [a for a in asked if a in audiences.get(token, [])]
+            status_ = {**status_, "audiences": shared} if shared else {
+                "authenticated": False, "error": "token audiences not valid"}
         return {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
                 "spec": body["spec"], "status": status_}
 
@@ -144,6 +156,39 @@ async def test_no_kubernetes_api_is_unavailable(tmp_path: Path) -> None:
     with pytest.raises(Unavailable, match="token principals need a Kubernetes API"):
         await tokens.principal("alice-token")
     await tokens.close()
+
+
+async def test_a_token_for_another_audience_is_refused(
+        kmock: RawHandler, tmp_path: Path) -> None:
+    # alice's token was issued for Clearance, bob's for another service.
+    api_server(kmock, audiences={"alice-token": ["clearance"], "bob-token": ["vault"]})
+    tokens = TokenReviews(kubeconfig(str(kmock.url), tmp_path), audiences=["clearance"])
+    try:
+        assert (await tokens.principal("alice-token")).username == "alice"
+        with pytest.raises(BadRequest, match="token not authenticated"):
+            await tokens.principal("bob-token")
+        asked = [request.data["spec"] for request in kmock]
+        assert [spec.get("audiences") for spec in asked] == [["clearance"], ["clearance"]]
+    finally:
+        await tokens.close()
+
+
+async def test_a_reviewer_that_ignores_audiences_is_not_trusted(
+        kmock: RawHandler, tmp_path: Path) -> None:
+    """Audiences configured, but the review's status names none of them — a reviewer
+    that is not audience aware authenticated the token for its own audience: refused."""
+    api_server(kmock)  # authenticated, no status.audiences at all
+    tokens = TokenReviews(kubeconfig(str(kmock.url), tmp_path), audiences=["clearance"])
+    try:
+        with pytest.raises(BadRequest, match="names none of the audiences clearance"):
+            await tokens.principal("alice-token")
+    finally:
+        await tokens.close()
+    unaware = TokenReviews(kubeconfig(str(kmock.url), tmp_path))  # none configured: fine
+    try:
+        assert (await unaware.principal("alice-token")).username == "alice"
+    finally:
+        await unaware.close()
 
 
 async def test_the_token_is_never_logged(kmock: RawHandler, reviews: TokenReviews) -> None:

@@ -46,7 +46,8 @@ def _run(parser: argparse.ArgumentParser) -> None:
 
 def _console(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1",
-                        help="address to listen on (default 127.0.0.1: it has no login)")
+                        help="address to listen on (default 127.0.0.1; elsewhere, set "
+                             "CLEARANCE_CONSOLE_TOKEN and CLEARANCE_CONSOLE_HOSTS)")
     parser.add_argument("--port", type=int, default=8080,
                         help="port to listen on (default 8080)")
 

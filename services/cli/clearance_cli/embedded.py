@@ -4,11 +4,17 @@ Starts nats-server (JetStream, state in ``.clearance/nats``) and valkey-server (
 only file in ``.clearance/valkey``) from the installed wheels, then every service in this
 process with ``examples/`` as the manifest directory. Ctrl-C stops services first, then
 the servers.
+
+Everything listens on 127.0.0.1. The gateway asks no client authentication there
+(``CLEARANCE_GATEWAY_AUTH=none``, which the banner says) unless
+``CLEARANCE_GATEWAY_AUTH`` or ``CLEARANCE_GATEWAY_CLIENT_CA`` is set, or
+``CLEARANCE_GATEWAY_HOST`` is not a loopback address — then it asks as configured.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
 import socket
@@ -20,6 +26,7 @@ import uvloop
 from clearance_cli import services
 from clearance_console.app import url as console_url
 from clearance_gateway import tls
+from clearance_gateway.app import base_url
 from clearance_runtime import heap, servers
 from clearance_runtime.settings import Settings
 
@@ -39,14 +46,35 @@ def endpoints_file(state: Path = Path(".clearance")) -> Path:
     return state / ENDPOINTS
 
 
+def loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def gateway_auth(settings: Settings) -> Settings:
+    """``clearance up``'s gateway: no client authentication on loopback, unless told."""
+    if settings.gateway_auth is None and settings.gateway_client_ca is None \
+            and loopback(settings.gateway_host):
+        return msgspec.structs.replace(settings, gateway_auth="none")
+    return settings
+
+
 def _banner(nats_url: str, redis_url: str, manifests: Path, *, gateway: str,
-            certificate: Path, console: str) -> str:
+            certificate: Path, console: str, auth: str, console_token: bool) -> str:
+    who = ("no client authentication: loopback only" if auth == "none"
+           else f"clients authenticate: {auth}")
+    login = ", asks for CLEARANCE_CONSOLE_TOKEN at /login" if console_token else ""
     return f"""
 Clearance is up.
   NATS   {nats_url}   (JetStream stream CLEARANCE_EVENTS)
   Valkey {redis_url}
-  HTTPS  {gateway}   (webhook authorizer /authorize, AuthZEN /access/v1/evaluation[s])
-  Console {console}   (ops console: live state and a playground)
+  HTTPS  {gateway}   (webhook authorizer /authorize, AuthZEN /access/v1/evaluation[s];
+         {who})
+  Console {console}   (ops console: live state and a playground{login})
   manifests watched: {manifests}  (edit, add or delete files: decisions follow)
 
 Ask a question (in another terminal):
@@ -91,17 +119,19 @@ def up(args: argparse.Namespace, settings: Settings) -> None:
         tls_dir = settings.gateway_tls_dir or state / "gateway"
         # The embedded server has no users: every service on its URL, replies anywhere
         # under _INBOX (whatever per-service users the environment names elsewhere).
-        run_settings = msgspec.structs.replace(
+        run_settings = gateway_auth(msgspec.structs.replace(
             settings, nats_url=nats_url, redis_url=redis_url, manifests=manifests,
             gateway_port=gateway_port, gateway_tls_dir=tls_dir, nats_inbox_prefix="",
             reply_prefixes="_INBOX", watcher_nats_url="", compiler_nats_url="",
             cache_invalidator_nats_url="", decision_nats_url="", gateway_nats_url="",
             console_nats_url="",
-        )
-        gateway = f"https://127.0.0.1:{gateway_port}"
+        ))
+        gateway = base_url(run_settings.gateway_host, gateway_port)
         certificate = settings.gateway_tls_cert or tls_dir / tls.CERT_FILE
         print(_banner(nats_url, redis_url, manifests, gateway=gateway, certificate=certificate,
-                      console=console_url("127.0.0.1", console_port)), flush=True)
+                      console=console_url("127.0.0.1", console_port),
+                      auth=run_settings.gateway_auth_mode,
+                      console_token=bool(settings.console_token)), flush=True)
         heap.settle()
         uvloop.run(services.run_services(services.NAMES, run_settings,
                                          console=("127.0.0.1", console_port)))

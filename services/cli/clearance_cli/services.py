@@ -160,7 +160,8 @@ async def run_console(settings: Settings, host: str, port: int) -> None:
 
     structlog.contextvars.bind_contextvars(service="console")
     run = functools.partial(console_app.run, settings.nats_url_for("console"), host=host,
-                            port=port, inbox_prefix=settings.inbox_prefix_for("console"))
+                            port=port, inbox_prefix=settings.inbox_prefix_for("console"),
+                            settings=settings)
     await retries.forever("service", run, on=retries.any_error, backoff=retries.FAILURE)
 
 
@@ -189,7 +190,7 @@ async def run_services(names: Sequence[str], settings: Settings, *,
         loop.add_signal_handler(sig, stop)
     try:
         async with asyncio.TaskGroup() as group:
-            group.create_task(probes.serve(settings.metrics_port,
+            group.create_task(probes.serve(settings.metrics_port, host=settings.metrics_host,
                                            max_lag=settings.ready_max_lag), name="probes")
             for name in names:
                 group.create_task(run_service(name, settings), name=name)

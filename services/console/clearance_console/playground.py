@@ -27,10 +27,15 @@ from clearance_core.wire import (
     SUBJECT_EFFECTIVE_SIMULATE,
     SUBJECT_PERMISSIONS,
 )
+from clearance_runtime import safeyaml
 
 #: A group is asked about as this user in that one group: a name no policy lists, so only
 #: the group can be what grants it.
 GROUP_PROBE_USER = "clearance-console:group-member"
+#: Aliases and expanded nodes a pasted policy may have: a policy uses none or a few, and
+#: an alias bomb (a few hundred bytes expanding to billions of nodes) is refused at once.
+MOST_ALIASES = 50
+MOST_NODES = 20_000
 #: Candidates checked for one "who can see" at most, and in flight at once.
 MOST_CANDIDATES = 2_000
 PARALLEL_CHECKS = 32
@@ -174,10 +179,13 @@ async def effective(bus: Bus, body: dict[str, Any]) -> dict[str, Any]:
 
 async def simulate(bus: Bus, body: dict[str, Any]) -> dict[str, Any]:
     text = str(body.get("policy") or "")
-    try:
-        policy = yaml.safe_load(text)  # YAML is a superset of JSON: either may be pasted
+    try:  # YAML is a superset of JSON: either may be pasted
+        documents = safeyaml.load_all(text, max_aliases=MOST_ALIASES, max_nodes=MOST_NODES)
+    except safeyaml.TooLarge as exc:
+        raise PlaygroundError(f"the policy is refused: {exc}") from None
     except yaml.YAMLError as exc:
-        raise PlaygroundError(f"the policy is not YAML or JSON: {exc}") from exc
+        raise PlaygroundError(f"the policy is not YAML or JSON: {exc}") from None
+    policy = documents[0] if len(documents) == 1 else None
     if not isinstance(policy, dict):
         raise PlaygroundError("paste one AccessPolicy object (YAML or JSON)")
     operation = "delete" if body.get("operation") == "delete" else "apply"

@@ -5,9 +5,12 @@ Server-Sent Events stream of the live snapshot.
     GET  /api/live               the live snapshot (JSON)
     GET  /api/stream             the same, pushed every second (text/event-stream)
     POST /api/play/<action>      a playground question (JSON in, JSON out)
+    GET  /login, POST /login     the token's page, and the session cookie it sets
 
-No authentication of its own: it binds to 127.0.0.1 unless told otherwise, and what it can
-do is what its NATS user may do (README "Ops console").
+It binds to 127.0.0.1 unless told otherwise; every request passes the guard (``guard.py``:
+its Host, same-origin API calls, JSON writes, the optional token) and the bounds of
+``clearance_runtime.httpserve``; what it can do is what its NATS user may do (README
+"Ops console").
 """
 
 from __future__ import annotations
@@ -23,10 +26,15 @@ from aiohttp import web
 
 from clearance_console import playground
 from clearance_console.bus import POLL_SECONDS, Bus
+from clearance_console.guard import Guard
+from clearance_core.errors import Refused
+from clearance_runtime import httpserve
 
 STATIC = Path(str(resources.files("clearance_console") / "static"))
 BUS: web.AppKey[Bus] = web.AppKey("bus", Bus)
 CLOSING: web.AppKey[asyncio.Event] = web.AppKey("closing", asyncio.Event)
+GUARD: web.AppKey[Guard] = web.AppKey("guard", Guard)
+BOUNDS: web.AppKey[httpserve.Bounds] = web.AppKey("bounds", httpserve.Bounds)
 #: Largest playground request body (a pasted policy), bytes.
 MOST_BODY = 1 << 20
 
@@ -59,14 +67,23 @@ async def stream(request: web.Request) -> web.StreamResponse:
     return response
 
 
+async def _json_body(request: web.Request) -> object:
+    """The request's JSON, read within the bounds; None for what is not JSON."""
+    data = await httpserve.read_body(request, request.app[BOUNDS])
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+
+
 async def play(request: web.Request) -> web.Response:
     action = playground.ACTIONS.get(request.match_info["action"])
     if action is None:
         return _json({"error": {"code": "not_found", "message": "no such action"}}, 404)
     try:
-        body = await request.json()
-    except ValueError:
-        body = None
+        body = await _json_body(request)
+    except Refused as exc:
+        return _json({"error": {"code": "bad_request", "message": exc.message}}, exc.status)
     if not isinstance(body, dict):
         return _json({"error": {"code": "bad_request", "message": "send a JSON object"}}, 400)
     try:
@@ -75,10 +92,39 @@ async def play(request: web.Request) -> web.Response:
         return _json({"error": {"code": "bad_request", "message": str(exc)}}, 400)
 
 
-def application(bus: Bus) -> web.Application:
-    app = web.Application(client_max_size=MOST_BODY)
+async def login_page(request: web.Request) -> web.FileResponse:
+    return web.FileResponse(STATIC / "login.html", headers={"Cache-Control": "no-store"})
+
+
+async def login(request: web.Request) -> web.Response:
+    """``{"token"}`` in; the session cookie out if it is the console's token."""
+    guard = request.app[GUARD]
+    try:
+        body = await _json_body(request)
+    except Refused as exc:
+        return _json({"error": {"code": "bad_request", "message": exc.message}}, exc.status)
+    token = body.get("token") if isinstance(body, dict) else None
+    if not isinstance(token, str) or not guard.accepts(token):
+        message = "wrong token" if guard.needs_token else "this console asks for no token"
+        return _json({"error": {"code": "bad_request", "message": message}},
+                     401 if guard.needs_token else 400)
+    response = _json({"ok": True})
+    guard.login_cookie(response)
+    return response
+
+
+def application(bus: Bus, guard: Guard | None = None,
+                bounds: httpserve.Bounds | None = None) -> web.Application:
+    """The console's app: ``guard`` and ``bounds`` default to a console on loopback
+    without a token (port 8080) and the default bounds."""
+    guard = guard or Guard(bind="127.0.0.1", port=8080)
+    bounds = bounds or httpserve.Bounds(max_body=MOST_BODY, max_connections=64)
+    app = web.Application(client_max_size=bounds.max_body, middlewares=[
+        httpserve.closing, guard.middleware()])
     app[BUS] = bus
     app[CLOSING] = asyncio.Event()
+    app[GUARD] = guard
+    app[BOUNDS] = bounds
 
     async def closing(app: web.Application) -> None:
         app[CLOSING].set()  # open event streams end now, not at the shutdown timeout
@@ -88,5 +134,7 @@ def application(bus: Bus) -> web.Application:
     app.router.add_get("/api/live", live)
     app.router.add_get("/api/stream", stream)
     app.router.add_post("/api/play/{action}", play)
+    app.router.add_get("/login", login_page)
+    app.router.add_post("/login", login)
     app.router.add_static("/static/", STATIC)
     return app

@@ -8,19 +8,28 @@ Clearance's types in AuthZEN's shapes, answered by ``clearance.v1.check.batch``:
 * action ``{"name": "view" | "view_metrics"}``;
 * resource ``{"type", "id": name, "properties": {"cluster", "namespace", "labels",
   "fields"}}`` — a Clearance resource, ``id`` its name (``"*"``: any);
-* the answer ``{"decision": allowed, "context": {"reason", "outcome", "policy",
+* the answer ``{"decision": bool, "context": {"reason", "outcome", "policy",
   "permissions", "filters", "revision"}}``: ``decision`` is true for Clearance's
-  ``allow`` and ``partial`` (``outcome`` says which, ``filters`` what a partial hides).
+  ``allow``; for ``partial`` (allowed, but only through the ``filters``) it is false
+  unless the evaluation's ``context`` says ``{"clearance": {"accept_partial": true}}``
+  — a policy enforcement point that applies the filters — so one that reads only
+  ``decision`` never shows what the filters hide. ``outcome`` always says which.
 
 An evaluations request takes the top-level subject, action, resource and context as
-defaults for each of its ``evaluations``; evaluations for one subject go in one
-``check.batch``. ``options.evaluations_semantic``: ``execute_all`` (the default),
-``deny_on_first_deny`` (the answers up to and including the first false) or
+defaults for each of its ``evaluations`` (at most ``CLEARANCE_GATEWAY_MAX_EVALUATIONS``,
+1,000 by default; more is HTTP 400); evaluations for one subject are asked together in
+``check.batch`` requests of at most ``CHUNK`` checks, ``PARALLEL`` at a time per HTTP
+request, so one large request takes its turn beside the others instead of holding the
+decision service for seconds. ``options.evaluations_semantic``: ``execute_all`` (the
+default), ``deny_on_first_deny`` (the answers up to and including the first false) or
 ``permit_on_first_permit`` (up to and including the first true). An evaluation that
 cannot be asked is ``{"decision": false, "context": {"error": {"status": 400,
 "message"}}}`` in its place; a request that is not one is HTTP 400 with the message;
 a decision service that cannot answer is HTTP 503 (500 for an internal error).
 ``X-Request-ID`` comes back on the response and names the NATS requests in logs.
+
+The metadata's URLs are ``CLEARANCE_GATEWAY_URL``, or else built from the configured
+address — never from the request's ``Host``, which its sender chooses.
 """
 
 from __future__ import annotations
@@ -36,8 +45,15 @@ from clearance_core.resources import cluster_of
 from clearance_core.wire import SUBJECT_BATCH, FieldValue, Resource
 from clearance_core.wire.limits import MAX_CHECKS, MAX_GROUPS
 from clearance_gateway.upstream import Upstream, json_object, status_of
+from clearance_runtime.httpserve import Bounds
 
 ACTIONS = ("view", "view_metrics")
+#: Checks in one ``check.batch`` the gateway sends, and such batches in flight per HTTP
+#: request: the decision service answers other requests between them.
+CHUNK = 100
+PARALLEL = 2
+#: ``context`` member by which an evaluation accepts a partial decision as ``true``.
+OPT_IN = "clearance"
 Semantic = Literal["execute_all", "deny_on_first_deny", "permit_on_first_permit"]
 REQUEST_ID = "X-Request-ID"
 _RESULT_CONTEXT = ("policy", "permissions", "filters", "revision")
@@ -88,21 +104,26 @@ class Evaluations(Evaluation):
 
 
 class _Ask(msgspec.Struct, frozen=True):
-    """One evaluation as Clearance asks it: who, and one check."""
+    """One evaluation as Clearance asks it: who, and one check; and whether its PEP
+    applies filters (a partial decision may then be true)."""
 
     principal: dict[str, Any]
     check: dict[str, Any]
+    accept_partial: bool = False
 
 
 class AuthZen:
-    def __init__(self, upstream: Upstream, *, public_url: str = "") -> None:
+    def __init__(self, upstream: Upstream, *, public_url: str, bounds: Bounds,
+                 max_evaluations: int = 1000) -> None:
         self._upstream = upstream
-        self._public_url = public_url.rstrip("/")
+        self.public_url = public_url.rstrip("/")
+        self._bounds = bounds
+        self._max_evaluations = min(max_evaluations, MAX_CHECKS)
 
     async def evaluation(self, request: web.Request) -> web.Response:
         rid = request.headers.get(REQUEST_ID)
         try:
-            doc = await json_object(request)
+            doc = await json_object(request, self._bounds)
             ask = _ask(_convert(doc, Evaluation))
             (answer,) = await self._answer([ask], rid)
         except RequestError as exc:
@@ -112,13 +133,16 @@ class AuthZen:
     async def evaluations(self, request: web.Request) -> web.Response:
         rid = request.headers.get(REQUEST_ID)
         try:
-            doc = await json_object(request)
+            doc = await json_object(request, self._bounds)
+            evaluations = doc.get("evaluations")
+            # Counted before the request is converted: a refused one costs no more.
+            if isinstance(evaluations, list) and len(evaluations) > self._max_evaluations:
+                raise BadRequest(f"at most {self._max_evaluations} evaluations per request "
+                                 f"(got {len(evaluations)})")
             batch = _convert(doc, Evaluations)
             if not batch.evaluations:  # backwards compatible: one evaluation
                 (answer,) = await self._answer([_ask(batch)], rid)
                 return _json(answer, rid)
-            if len(batch.evaluations) > MAX_CHECKS:
-                raise BadRequest(f"at most {MAX_CHECKS} evaluations per request")
             asks: list[_Ask | BadRequest] = []
             for index, item in enumerate(batch.evaluations):
                 try:
@@ -132,7 +156,7 @@ class AuthZen:
                      rid)
 
     async def metadata(self, request: web.Request) -> web.Response:
-        base = self._public_url or f"{request.scheme}://{request.host}"
+        base = self.public_url
         return web.json_response({
             "policy_decision_point": base,
             "access_evaluation_endpoint": f"{base}/access/v1/evaluation",
@@ -141,7 +165,8 @@ class AuthZen:
 
     async def _answer(self, asks: list[_Ask | BadRequest],
                       rid: str | None) -> list[dict[str, Any]]:
-        """One answer per ask, in order: one check.batch per distinct principal."""
+        """One answer per ask, in order: the asks of each distinct principal in
+        check.batch requests of at most ``CHUNK``, ``PARALLEL`` in flight."""
         answers: list[dict[str, Any] | None] = [None] * len(asks)
         by_principal: dict[bytes, list[tuple[int, _Ask]]] = {}
         for index, ask in enumerate(asks):
@@ -150,11 +175,23 @@ class AuthZen:
             else:
                 key = msgspec.json.encode(ask.principal)
                 by_principal.setdefault(key, []).append((index, ask))
-        groups = list(by_principal.values())
-        replies = await asyncio.gather(*(self._batch(
-            [ask for _, ask in group], rid) for group in groups))
-        for group, results in zip(groups, replies, strict=True):
-            for (index, _), result in zip(group, results, strict=True):
+        chunks = [group[start:start + CHUNK] for group in by_principal.values()
+                  for start in range(0, len(group), CHUNK)]
+        slots = asyncio.Semaphore(PARALLEL)
+
+        async def answer(chunk: list[tuple[int, _Ask]]) -> list[dict[str, Any]]:
+            async with slots:
+                return await self._batch([ask for _, ask in chunk], rid)
+
+        tasks = [asyncio.ensure_future(answer(chunk)) for chunk in chunks]
+        try:
+            replies = await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:  # one failed: the request has failed, stop the rest
+                task.cancel()
+            raise
+        for chunk, results in zip(chunks, replies, strict=True):
+            for (index, _), result in zip(chunk, results, strict=True):
                 answers[index] = result
         return [answer for answer in answers if answer is not None]
 
@@ -171,7 +208,8 @@ class AuthZen:
         if not isinstance(results, list) or len(results) != len(asks):
             raise Internal("the decision service answered another number of checks")
         revision = reply.get("revision")
-        return [_decision({"revision": revision, **result}) for result in results]
+        return [_decision({"revision": revision, **result}, ask.accept_partial)
+                for ask, result in zip(asks, results, strict=True)]
 
 
 def _convert(doc: dict[str, Any], kind: type[Any]) -> Any:
@@ -211,13 +249,26 @@ def _ask(evaluation: Evaluation) -> _Ask:
     if subject.properties.email is not None:
         principal["email"] = subject.properties.email
     return _Ask(principal=principal,
-                check={"action": action.name, "resource": msgspec.to_builtins(target)})
+                check={"action": action.name, "resource": msgspec.to_builtins(target)},
+                accept_partial=_accepts_partial(evaluation.context))
 
 
-def _decision(result: dict[str, Any]) -> dict[str, Any]:
-    context = {"reason": result.get("reason", ""), "outcome": result.get("decision")}
+def _accepts_partial(context: dict[str, Any] | None) -> bool:
+    """Whether the evaluation's PEP said it applies filters: exactly
+    ``{"clearance": {"accept_partial": true}}`` in its context (anything else: no)."""
+    own = (context or {}).get(OPT_IN)
+    return isinstance(own, dict) and own.get("accept_partial") is True
+
+
+def _decision(result: dict[str, Any], accept_partial: bool) -> dict[str, Any]:
+    """AuthZEN's answer to one check: true for an allow, and for a partial only where
+    the PEP accepts one (it must then apply ``context.filters``)."""
+    outcome = result.get("decision")
+    context = {"reason": result.get("reason", ""), "outcome": outcome}
     context.update({key: result[key] for key in _RESULT_CONTEXT if key in result})
-    return {"decision": result.get("allowed") is True, "context": context}
+    allowed = result.get("allowed") is True and (
+        outcome == "allow" or (outcome == "partial" and accept_partial))
+    return {"decision": allowed, "context": context}
 
 
 def _error_answer(exc: RequestError) -> dict[str, Any]:

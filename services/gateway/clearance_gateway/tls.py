@@ -4,8 +4,10 @@ A certificate and key from ``CLEARANCE_GATEWAY_TLS_CERT`` / ``_KEY`` (PEM; the c
 may hold the chain). With neither set, a self-signed pair for local use is made with
 ``cryptography`` and kept in ``CLEARANCE_GATEWAY_TLS_DIR`` (reused while it has a week
 left, so a client that trusts it keeps trusting it across restarts): its names are
-``localhost``, this host's name, 127.0.0.1 and ::1. ``CLEARANCE_GATEWAY_CLIENT_CA``
-turns on mutual TLS: every client must present a certificate that CA signed.
+``localhost``, this host's name, 127.0.0.1 and ::1. ``CLEARANCE_GATEWAY_CLIENT_CA`` is
+the CA of mutual TLS: with ``CLEARANCE_GATEWAY_AUTH=mtls`` every client must present a
+certificate it signed in the handshake; with ``mtls-or-token`` a client may present one
+(one it did not sign still fails the handshake) or else authenticate with a bearer token.
 """
 
 from __future__ import annotations
@@ -33,8 +35,11 @@ RENEW_BEFORE = datetime.timedelta(days=7)
 
 
 def server_context(*, cert: Path | None, key: Path | None, client_ca: Path | None,
-                   self_signed_dir: Path | None) -> tuple[ssl.SSLContext, Path]:
-    """The server's TLS context and the certificate file it serves."""
+                   self_signed_dir: Path | None,
+                   client_certificate: bool | None = True) -> tuple[ssl.SSLContext, Path]:
+    """The server's TLS context and the certificate file it serves. With ``client_ca``:
+    ``client_certificate`` True requires a client certificate it signed, None accepts
+    one (verified) or none; False ignores the CA."""
     if (cert is None) != (key is None):
         raise SystemExit("invalid configuration: set both CLEARANCE_GATEWAY_TLS_CERT and "
                          "CLEARANCE_GATEWAY_TLS_KEY, or neither (a self-signed pair)")
@@ -44,8 +49,8 @@ def server_context(*, cert: Path | None, key: Path | None, client_ca: Path | Non
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_cert_chain(cert, key)
-    if client_ca is not None:
-        ctx.verify_mode = ssl.CERT_REQUIRED
+    if client_ca is not None and client_certificate is not False:
+        ctx.verify_mode = ssl.CERT_REQUIRED if client_certificate else ssl.CERT_OPTIONAL
         ctx.load_verify_locations(cafile=str(client_ca))
     return ctx, cert
 

@@ -20,11 +20,13 @@ from clearance_core.errors import (
     BadRequest,
     Internal,
     NotFound,
+    Refused,
     RequestError,
     Stale,
     Unavailable,
 )
 from clearance_core.wire.limits import MAX_DEPTH, nesting_exceeds
+from clearance_runtime.httpserve import Bounds, read_body
 
 _ERRORS: dict[str, type[RequestError]] = {
     "bad_request": BadRequest, "not_found": NotFound, "stale": Stale,
@@ -33,8 +35,9 @@ _ERRORS: dict[str, type[RequestError]] = {
 #: HTTP status per contract error code: the caller's fault is 4xx, the system's 5xx.
 HTTP_STATUS = {"bad_request": 400, "not_found": 404, "stale": 503, "unavailable": 503,
                "internal": 500}
-#: Bytes of an HTTP request body: an AuthZEN batch of 10,000 evaluations fits.
-MAX_BODY = 8 * 1024 * 1024
+#: Bytes of an HTTP request body: an AuthZEN request of the most evaluations (1,000 by
+#: default) with labels and fields, or a review of a user in thousands of groups, fits.
+MAX_BODY = 2 * 1024 * 1024
 _encode = msgspec.json.Encoder().encode
 
 
@@ -64,12 +67,10 @@ class Upstream:
         return reply
 
 
-async def json_object(request: web.Request) -> dict[str, Any]:
-    """The request's body as a JSON object; ``BadRequest`` for anything else."""
-    try:
-        body = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        raise BadRequest(f"request body exceeds {MAX_BODY} bytes") from None
+async def json_object(request: web.Request, bounds: Bounds) -> dict[str, Any]:
+    """The request's body as a JSON object, read within ``bounds`` (else ``Refused``,
+    408 or 413); ``BadRequest`` for anything but a JSON object."""
+    body = await read_body(request, bounds)
     if nesting_exceeds(body):
         raise BadRequest(f"request nests deeper than the limit of {MAX_DEPTH} levels")
     try:
@@ -82,4 +83,6 @@ async def json_object(request: web.Request) -> dict[str, Any]:
 
 
 def status_of(exc: RequestError) -> int:
+    if isinstance(exc, Refused):
+        return exc.status
     return HTTP_STATUS.get(exc.code, 500)

@@ -26,6 +26,7 @@ from clearance_core.errors import BadRequest, Internal, RequestError
 from clearance_core.wire import SUBJECT_REVIEW_SUBJECT
 from clearance_gateway.upstream import Upstream, json_object, status_of
 from clearance_runtime import logs
+from clearance_runtime.httpserve import Bounds
 
 log = logs.get(__name__)
 
@@ -35,13 +36,14 @@ KIND = "SubjectAccessReview"
 
 
 class Webhook:
-    def __init__(self, upstream: Upstream) -> None:
+    def __init__(self, upstream: Upstream, bounds: Bounds) -> None:
         self._upstream = upstream
+        self._bounds = bounds
 
     async def authorize(self, request: web.Request) -> web.Response:
         review: dict[str, Any] = {"apiVersion": V1, "kind": KIND}
         try:
-            review = await json_object(request)
+            review = await json_object(request, self._bounds)
             status = await self._status(review)
         except RequestError as exc:
             log.info("webhook_failed", code=exc.code, error=exc.message)

@@ -130,6 +130,7 @@ async function play(action, form, target, render) {
     const response = await fetch("/api/play/" + action, {
       method: "POST", headers: { "Content-Type": "application/json" },
       body: JSON.stringify(formBody(form)) });
+    if (response.status === 401) { location.assign("/login"); return; }
     const data = await response.json();
     target.innerHTML = data.error ? errorOf(data.error) : render(data);
   } catch (err) {
