@@ -314,7 +314,8 @@ async def test_clearance_runs_as_its_users_and_answers_every_role(
     system = _run_services_as_their_users(url, clean_servers.redis_url, manifests)
     system.settings = msgspec.structs.replace(
         system.settings, gateway_host="127.0.0.1", gateway_port=servers.free_port(),
-        gateway_tls_dir=tmp_path / "gateway")
+        gateway_tls_dir=tmp_path / "gateway",
+        gateway_auth="none")  # this test is about its NATS user, not its HTTP clients
     system.write("all.yaml", cluster("prod-east", env="prod"), group("team", "alice"),
                  group("sre", "alice"), policy("team", groups=["team"], default="all"),
                  cluster_role("pod-reader", [{"apiGroups": [""], "resources": ["pods", "pods/log"],
