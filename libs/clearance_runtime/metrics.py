@@ -84,6 +84,11 @@ STATUS_WRITES = Counter(
     "gone: the object was deleted, failed: refused and not retried)", ["kind", "outcome"],
 )
 MALFORMED = Counter("clearance_malformed_total", "Malformed inputs skipped, by where", ["where"])
+WATCHER_REJECTED = Counter(
+    "clearance_watcher_rejected_total",
+    "Objects (kind) or manifest files (kind=file) the watcher could not publish and "
+    "rejected, by reason", ["kind", "reason"],
+)
 RBAC_INDEX_UPDATES = Counter(
     "clearance_rbac_index_updates_total",
     "Decision service RBAC index updates: objects applied from the change log (delta), "

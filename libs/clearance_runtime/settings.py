@@ -56,6 +56,9 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     #: The gateway's public base URL, for AuthZEN metadata (unset: from the request).
     gateway_url: str = ""
     gateway_timeout: _Seconds = 5.0
+    # Bounded work per object: what the watcher reads before it rejects.
+    #: A manifest file larger than this many bytes is rejected whole (not read).
+    manifest_max_bytes: Annotated[int, msgspec.Meta(gt=0)] = 8 << 20
 
     @property
     def token_audience_list(self) -> list[str]:
@@ -111,6 +114,8 @@ ENV = {
     "gateway_client_ca": "CLEARANCE_GATEWAY_CLIENT_CA",
     "gateway_url": "CLEARANCE_GATEWAY_URL",
     "gateway_timeout": "CLEARANCE_GATEWAY_TIMEOUT",
+    # Bounded work per object.
+    "manifest_max_bytes": "CLEARANCE_MANIFEST_MAX_BYTES",
 }
 _BOOLEANS = {"allow_unset", "kubernetes", "decision_mirror", "write_status"}
 _BOOLEAN_WORDS = {"yes": "true", "on": "true", "no": "false", "off": "false"}
