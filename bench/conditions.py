@@ -2,22 +2,25 @@
 
 The attack this measures: Fleet policies whose condition is always true
 (``size(self.rules) >= 0``), each adding a rule of its own (``strategy: merge``), so that
-every condition sees a different accumulated policy. Three fleets of 1,000 such policies
-(and 20 clusters) are folded, each on a fresh system, in the same run:
+every condition sees a different accumulated policy. Four fleets of 1,000 policies (and
+20 clusters) are folded, each on a fresh system, in the same run:
 
-* ``baseline``: the same policies without ``when``;
+* ``merge``: with ``when``, ``strategy: merge``: a new ``self`` for every condition, so the
+  per-target budget runs out part-way and the later conditions are runtime errors;
+* ``merge-baseline``: the same policies without ``when``;
 * ``atomic``: with ``when``, ``strategy: atomic`` (the default): the accumulated policy
   changes once, and every condition reads the same converted ``self``;
-* ``merge``: with ``when``, ``strategy: merge``: a new ``self`` for every condition, so the
-  per-target budget runs out part-way and the later conditions are runtime errors.
+* ``atomic-baseline``: the same without ``when`` (each new policy, the lowest, takes the
+  rules and every other policy's status moves: slower than ``merge-baseline`` for that).
 
 For each: the backlog's time per event (the 1,000 policies on the stream, then the
 invalidator and the compiler started: from the compiler's first commit until the system
 revision reaches the last event), and the time one more Fleet policy takes from publish
 until the system revision reaches it once the backlog is folded (the median of five:
 the worst event, every target recomputed over 1,000 policies). Ratios are against the
-baseline of the same run. Run by ``bench/run.py`` (``--no-conditions`` skips it) or
-alone: ``python bench/conditions.py [--policies N]``.
+baseline of the same strategy in the same run. Run by ``bench/run.py``
+(``--no-conditions`` skips it, about 4 min) or alone: ``python bench/conditions.py
+[--policies N] [--variants merge,merge-baseline]``.
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ POLICIES = 1000
 CLUSTERS = 20
 LATE = 5
 WHEN = "size(self.rules) >= 0"
-VARIANTS = {"baseline": (None, "merge"), "atomic": (WHEN, "atomic"), "merge": (WHEN, "merge")}
+VARIANTS = {"merge": (WHEN, "merge"), "merge-baseline": (None, "merge"),
+            "atomic": (WHEN, "atomic"), "atomic-baseline": (None, "atomic")}
 
 
 def fleet_policy(i: int, when: str | None, strategy: str) -> dict[str, Any]:
@@ -108,26 +112,31 @@ async def measure_one(name: str, policies: int) -> dict[str, Any]:
         run.teardown(procs, [srv.valkey, srv.nats])
 
 
-async def measure(policies: int = POLICIES) -> dict[str, Any]:
+async def measure(policies: int = POLICIES,
+                  variants: tuple[str, ...] = tuple(VARIANTS)) -> dict[str, Any]:
     results: dict[str, Any] = {"policies": policies, "clusters": CLUSTERS}
-    for name in VARIANTS:
+    for name in variants:
         results[name] = await measure_one(name, policies)
-    base = results["baseline"]
-    for name in ("atomic", "merge"):
-        found = results[name]
-        found["backlog_ratio"] = found["backlog_ms_per_event"] / base["backlog_ms_per_event"]
-        found["late_ratio"] = found["late_ms"] / base["late_ms"]
+    for name in variants:
+        base = results.get(f"{name}-baseline")
+        if base is not None:
+            found = results[name]
+            found["backlog_ratio"] = found["backlog_ms_per_event"] / \
+                base["backlog_ms_per_event"]
+            found["late_ratio"] = found["late_ms"] / base["late_ms"]
     return results
 
 
 def report(results: dict[str, Any]) -> str:
-    lines = [f"{results['policies']:,} Fleet AccessPolicies with `when` "
+    lines = [f"{results['policies']:,} Fleet AccessPolicies with and without `when` "
              f"({results['clusters']} clusters), compiler time per event:"]
     for name in VARIANTS:
-        found = results[name]
-        ratios = "" if name == "baseline" else (
-            f" = {found['backlog_ratio']:.2f}x / {found['late_ratio']:.2f}x baseline")
-        lines.append(f"  {name:8} backlog {found['backlog_ms_per_event']:.1f} ms/event, "
+        found = results.get(name)
+        if found is None:
+            continue
+        ratios = "" if "backlog_ratio" not in found else (
+            f" = {found['backlog_ratio']:.2f}x / {found['late_ratio']:.2f}x without `when`")
+        lines.append(f"  {name:15} backlog {found['backlog_ms_per_event']:.1f} ms/event, "
                      f"one more policy {found['late_ms']:.0f} ms (max "
                      f"{found['late_max_ms']:.0f}){ratios}")
     return "\n".join(lines)
@@ -136,7 +145,9 @@ def report(results: dict[str, Any]) -> str:
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--policies", type=int, default=POLICIES)
-    results = await measure(parser.parse_args().policies)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    args = parser.parse_args()
+    results = await measure(args.policies, tuple(args.variants.split(",")))
     print(msgspec.json.format(msgspec.json.encode(results)).decode())
     print(report(results))
 

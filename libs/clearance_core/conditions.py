@@ -125,7 +125,7 @@ def _ceiling(number: int) -> int:
     return 1 << max(0, number - 1).bit_length()
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=4096)
 def _cost(expression: str, shape: Shape) -> int:
     return cel_cost.cost(_program(expression).tree, shape)
 

@@ -269,7 +269,7 @@ class Ledger:
             await self._put(current, subject, obj, ref, version)
             self._rejected.pop(ref, None)
         except Rejected as rejected:
-            await self._reject(current, obj, ref, version, rejected)
+            await self._reject(obj, ref, version, rejected)
 
     async def _put(self, current: Known | None, subject: str, obj: dict[str, Any],
                    ref: ObjectRef, version: str) -> None:
@@ -283,8 +283,8 @@ class Ledger:
         seq = await self._publish(subject, kind, obj, ref)
         self._known[ref] = Known(subject=subject, version=version, seq=seq, obj=obj)
 
-    async def _reject(self, current: Known | None, obj: dict[str, Any], ref: ObjectRef,
-                      version: str, rejected: Rejected) -> None:
+    async def _reject(self, obj: dict[str, Any], ref: ObjectRef, version: str,
+                      rejected: Rejected) -> None:
         """Publish a tombstone in place of a version that can never be published."""
         self._rejected[ref] = version
         metrics.WATCHER_REJECTED.labels(kind=ref.kind, reason=rejected.reason).inc()

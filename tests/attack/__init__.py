@@ -1,0 +1,1 @@
+"""The attack suite: hostile clients, authors and objects against real servers."""
