@@ -4,6 +4,7 @@ watcher, and hundreds of Fleet conditions never stall the compiler."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,6 +14,7 @@ import msgspec
 import nats
 import pytest
 import redis.asyncio as aioredis
+from kmock import KubernetesEmulator, ResourceInfo
 from prometheus_client import REGISTRY
 
 from clearance_core.folds import accesspolicies
@@ -243,3 +245,39 @@ async def test_a_long_fold_keeps_the_lease_and_the_event_loop(
     finally:
         await system.close()
         await nc.close()
+
+
+async def test_a_rejected_api_object_gets_its_status_written_back(
+        clean_servers: Servers, kmock: KubernetesEmulator, tmp_path: Path) -> None:
+    """The Kubernetes source: an AccessPolicy the watcher cannot publish (a name no API
+    server would serve, which this emulator does) has the reason written to its status
+    subresource, like any invalid policy."""
+    resource = "clearance.io/v1alpha1/accesspolicies"
+    kmock.resources[resource] = ResourceInfo(kind="AccessPolicy", namespaced=True,
+                                             subresources={"status"})
+    name = "n" * 300
+    obj = access_policy(name, namespace="platform", rules={"a": rule(users=["u"])})
+    obj["metadata"].update(uid="uid-long", resourceVersion="1", generation=2)
+    kmock.objects[resource, "platform", name] = obj
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "k",
+        "clusters": [{"name": "k", "cluster": {"server": str(kmock.url).rstrip("/")}}],
+        "users": [{"name": "k", "user": {"token": "t"}}],
+        "contexts": [{"name": "k", "context": {"cluster": "k", "user": "k"}}],
+    }))
+    system = System(clean_servers.nats_url, clean_servers.redis_url, None,
+                    kubeconfig=kubeconfig)
+    path = f"/apis/clearance.io/v1alpha1/namespaces/platform/accesspolicies/{name}/status"
+    try:
+        await system.start()
+        deadline = time.monotonic() + 20
+        while not (patches := [r.data for r in kmock if r.method == "PATCH"
+                               and r.url.path == path]):
+            assert time.monotonic() < deadline, "no status written"
+            await asyncio.sleep(0.1)
+        status = patches[-1]["status"]
+        assert status["state"] == "Invalid" and status["observedGeneration"] == 2
+        assert "rejected by the watcher: metadata.name is 300 characters" in status["message"]
+    finally:
+        await system.close()
