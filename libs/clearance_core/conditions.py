@@ -40,7 +40,7 @@ from typing import Any
 
 from cel_expr_python import cel
 
-from clearance_core import cel_cost
+from clearance_core import cel_cost, cel_tree
 from clearance_core.cel_cost import Shape
 from clearance_core.errors import InvalidObject
 
@@ -76,7 +76,7 @@ def _message(exc: BaseException) -> str:
 @dataclass(frozen=True, slots=True)
 class _Program:
     program: Any  # cel.Expression
-    tree: cel_cost.Tree
+    tree: cel_tree.Tree
 
 
 @lru_cache(maxsize=2048)
@@ -94,9 +94,9 @@ def _program(expression: str) -> _Program:
     if kind not in _BOOLISH:
         raise InvalidObject(f"must be a boolean expression, not {kind}")
     try:
-        compiled = _Program(program, cel_cost.parse(program.serialize()))
+        compiled = _Program(program, cel_tree.parse(program.serialize()))
         least = cel_cost.cost(compiled.tree, _EMPTY)
-    except (cel_cost.Malformed, RecursionError) as exc:
+    except (cel_tree.Malformed, RecursionError) as exc:
         raise InvalidObject(f"its cost cannot be bounded: {_message(exc)}") from None
     if least > PER_EVALUATION:
         raise InvalidObject(
