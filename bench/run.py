@@ -308,6 +308,9 @@ async def main() -> None:
     parser.add_argument("--no-rebuild", action="store_true",
                         help="skip the rebuild of 100,000 objects (bench/rebuild.py, "
                              "about 30 s)")
+    parser.add_argument("--no-conditions", action="store_true",
+                        help="skip 1,000 Fleet policies with `when` (bench/conditions.py, "
+                             "about 2 min)")
     parser.add_argument("--compile-backlog", action="store_true",
                         help="measure how fast a fleet already on the stream compiles, "
                              "and nothing else")
@@ -373,6 +376,11 @@ async def main() -> None:
 
         results["rebuild"] = await rebuild.measure()
         print(rebuild.report(results["rebuild"]))
+    if not args.rbac_only and not args.no_conditions:
+        import conditions  # noqa: PLC0415 - as freshness
+
+        results["conditions"] = await conditions.measure()
+        print(conditions.report(results["conditions"]))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

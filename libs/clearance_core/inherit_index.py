@@ -34,6 +34,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
+import msgspec
+
 from clearance_core import hierarchy
 from clearance_core.accesspolicy import CompiledAccessPolicy
 from clearance_core.authority import Authority
@@ -97,8 +99,9 @@ class InheritanceIndex:
         for policy in policies:
             index._add(policy)
         index.effective = {}
+        shared: dict[frozenset[int], EffectivePolicy] = {}
         for target in index.targets():
-            index._store(target, index.compute(target))
+            index._store(target, index.compute(target, shared))
         return index
 
     def copy(self) -> InheritanceIndex:
@@ -137,9 +140,25 @@ class InheritanceIndex:
         path = self.inventory.path(target) or ()
         return [policy for step in path for policy in self._at.get(step, {}).values()]
 
-    def compute(self, target: Target) -> EffectivePolicy:
-        """The effective policy of an existing target from the current state."""
-        return effective_policy(target, self.on_path(target), allow_unset=self.allow_unset)
+    def compute(self, target: Target,
+                shared: dict[frozenset[int], EffectivePolicy] | None = None) -> EffectivePolicy:
+        """The effective policy of an existing target from the current state.
+
+        ``shared`` (for one batch of targets, while the policies do not change) holds the
+        merges already done by the set of policies merged: a target with the same
+        policies on its path has the same effective policy but for its name. A Fleet
+        policy touches every target, and most have no policy but the Fleet's: without
+        it, each would merge (and evaluate the conditions of) the same policies again."""
+        policies = self.on_path(target)
+        if shared is None:
+            return effective_policy(target, policies, allow_unset=self.allow_unset)
+        key = frozenset(id(policy) for policy in policies)
+        found = shared.get(key)
+        if found is None:
+            found = shared[key] = effective_policy(target, policies,
+                                                   allow_unset=self.allow_unset)
+        return found if found.target == target else msgspec.structs.replace(found,
+                                                                            target=target)
 
     def effective_of(self, target: Target) -> EffectivePolicy | None:
         """What ``clearance.v1.effective`` answers; None for a target that does not exist.
@@ -283,9 +302,10 @@ class InheritanceIndex:
         else:
             change.moved |= self._place_event(event, bool(touched))
         change.policies |= change.moved | self.policies_on_paths(touched)
+        shared: dict[frozenset[int], EffectivePolicy] = {}
         for target in sorted(touched, key=Target.sort_key):
             if self.materialised(target):
-                change.effective[target] = effective = self.compute(target)
+                change.effective[target] = effective = self.compute(target, shared)
                 self._store(target, effective, change.moved)
             elif self._store(target, None, change.moved) is not None:
                 change.removed.add(target)

@@ -56,13 +56,42 @@ def ref_of(obj: dict[str, Any]) -> ObjectRef:
     return ObjectRef(kind, namespace, name)
 
 
-def subject_token(obj: dict[str, Any], ref: ObjectRef) -> str:
-    """``metadata.uid`` when it is NATS-safe, else a token derived from namespace/name."""
+#: Kubernetes' limits: a name is at most a DNS subdomain (253), a namespace a DNS label
+#: (63); a uid is a UUID (36), and one longer than this is not a Kubernetes uid.
+MAX_NAME, MAX_NAMESPACE, MAX_UID = 253, 63, 128
+_UID = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def safe_uid(obj: dict[str, Any]) -> str | None:
+    """``metadata.uid`` if a subject token (and a message id) can carry it as it is:
+    ASCII letters, digits, ``-`` and ``_``, at most :data:`MAX_UID` characters."""
     uid = (obj.get("metadata") or {}).get("uid")
-    if isinstance(uid, str) and uid and all(c.isalnum() or c in "-_" for c in uid):
+    if isinstance(uid, str) and 0 < len(uid) <= MAX_UID and _UID.fullmatch(uid):
+        return uid
+    return None
+
+
+def subject_token(obj: dict[str, Any], ref: ObjectRef) -> str:
+    """``metadata.uid`` when it is NATS-safe, else a token derived from namespace/name.
+
+    An unsafe or over-long uid counts as absent: a 5,000-character uid made a subject
+    NATS refused by closing the connection (its control line is limited to 4 KB)."""
+    uid = safe_uid(obj)
+    if uid is not None:
         return uid
     digest = hashlib.sha256(f"{ref.namespace}/{ref.name}".encode()).hexdigest()[:24]
     return f"n-{digest}"
+
+
+def over_limits(ref: ObjectRef) -> str | None:
+    """Why an object's name or namespace is beyond what Kubernetes allows (None: it is
+    not). The watcher rejects such an object: no API server serves one."""
+    if len(ref.name) > MAX_NAME:
+        return f"metadata.name is {len(ref.name):,} characters; the limit is {MAX_NAME}"
+    if len(ref.namespace) > MAX_NAMESPACE:
+        return (f"metadata.namespace is {len(ref.namespace):,} characters; the limit is "
+                f"{MAX_NAMESPACE}")
+    return None
 
 
 def status_subject(ref: ObjectRef) -> str:

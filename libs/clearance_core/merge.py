@@ -9,7 +9,11 @@ reversed: the most specific level first; at one level the newest first, then
   joins the accumulated ``unset`` (unless unset is forbidden: then it is recorded as
   ignored, for the policy's status);
 * a block applies only if its ``when`` is true for ``self`` = the accumulated policy; a
-  runtime error counts as false and is recorded (the policy's Enforced becomes Unknown);
+  runtime error counts as false and is recorded (the policy's Enforced becomes Unknown).
+  ``self`` is converted for the engine once per state of the accumulated policy (states
+  change only when a block or an ``unset`` changes something), and the whole merge spends
+  at most :data:`clearance_core.conditions.BUDGET` on its conditions (beyond it, a
+  condition is a runtime error);
 * defaults: drop the block's rules named in the accumulated ``unset``; an empty accumulated
   policy takes the block's rules, otherwise ``atomic`` changes nothing and ``merge`` adds
   each rule whose name is absent;
@@ -28,7 +32,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from clearance_core import conditions
+from clearance_core import cel_cost, conditions
 from clearance_core.accesspolicy import AccessRule, Block, BlockKind, CompiledAccessPolicy
 from clearance_core.hierarchy import Target
 
@@ -95,7 +99,15 @@ class EffectivePolicy(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class _Accumulator:
-    """The effective policy being built, plus the bookkeeping for statuses."""
+    """The effective policy being built, plus the bookkeeping for statuses.
+
+    The rules and the unset list change only through :meth:`put`, :meth:`clear` and
+    :meth:`unset_by`, which keep what conditions see current: the rules as written
+    (``self.rules``), their size and shape, and the :class:`~conditions.View` of the
+    current state, dropped at each change. The view holds the live ``_raw`` and
+    ``_unset`` containers, not copies: the engine converts them at the first evaluation
+    that reads ``self`` and keeps that value, and a dropped view is never evaluated again,
+    so a state costs one conversion and no Python-side copy."""
 
     def __init__(self) -> None:
         self.rules: dict[str, EffectiveRule] = {}
@@ -103,10 +115,58 @@ class _Accumulator:
         self.fates: dict[str, dict[str, Fate]] = {}
         self.errors: dict[str, str] = {}
         self.unset_ignored: list[str] = []
+        self.budget = conditions.Budget()
+        self._raw: dict[str, Any] = {}
+        self._unset: list[str] = []
+        self._sizes: dict[int, int] = {}  # a rule's size, by its raw value's identity
+        self._stats = conditions.Stats()
+        self._stale_stats = False  # a rule was replaced: recount before the next view
+        self._view: conditions.View | None = None
+
+    def put(self, name: str, rule: EffectiveRule) -> None:
+        replaced = name in self.rules
+        self.rules[name] = rule
+        self._raw[name] = rule.rule.raw
+        self._view = None
+        if replaced:
+            self._stale_stats = True
+        elif not self._stale_stats:
+            self._stats.add_rule(name, self._size(rule.rule.raw))
+
+    def clear(self) -> None:
+        self.rules, self._raw = {}, {}
+        self._stats = conditions.Stats(unset=self._stats.unset)
+        self._stale_stats = False
+        self._view = None
+
+    def unset_by(self, name: str, policy: str) -> None:
+        if name not in self.unset:
+            self.unset[name] = policy
+            self._unset.append(name)
+            self._stats.add_unset(name)
+            self._view = None
+
+    def _size(self, raw: Any) -> int:
+        size = self._sizes.get(id(raw))
+        if size is None:
+            size = self._sizes[id(raw)] = cel_cost.measure(raw)
+        return size
 
     def self_value(self) -> dict[str, Any]:
+        """``self`` built afresh (what the straightforward evaluation reads)."""
         return {"rules": {name: rule.rule.raw for name, rule in self.rules.items()},
                 "unset": list(self.unset)}
+
+    def view(self) -> conditions.View:
+        if self._view is None:
+            if self._stale_stats:
+                stats = conditions.Stats(unset=self._stats.unset)
+                for name, raw in self._raw.items():
+                    stats.add_rule(name, self._size(raw))
+                self._stats, self._stale_stats = stats, False
+            self._view = conditions.View({"rules": self._raw, "unset": self._unset},
+                                         self._stats)
+        return self._view
 
     def note(self, policy: str, rule: str, kind: FateKind, by: Iterable[str] = ()) -> None:
         self.fates.setdefault(policy, {})[rule] = Fate(kind=kind, by=tuple(by))
@@ -118,7 +178,11 @@ class _Accumulator:
 def _applies(acc: _Accumulator, block: Block, policy: str) -> bool:
     if block.when is None:
         return True
-    result, error = conditions.evaluate(block.when, acc.self_value())
+    error: str | None
+    if acc.budget.spent_out:  # no view to build: it would not be evaluated
+        result, error = False, conditions.BUDGET_SPENT
+    else:
+        result, error = conditions.evaluate_in(block.when, acc.view(), acc.budget)
     if error is not None:
         acc.errors.setdefault(policy, f"spec.{block.kind}.when: {error}")
     if not result:
@@ -136,8 +200,8 @@ def _defaults(acc: _Accumulator, block: Block, policy: str) -> None:
         else:
             rules[name] = rule
     if not acc.rules:
-        acc.rules = {name: EffectiveRule(rule=rule, source=policy, block=block.kind)
-                     for name, rule in rules.items()}
+        for name, rule in rules.items():
+            acc.put(name, EffectiveRule(rule=rule, source=policy, block=block.kind))
         return
     if block.strategy == "atomic":
         lower = acc.sources()
@@ -147,7 +211,7 @@ def _defaults(acc: _Accumulator, block: Block, policy: str) -> None:
     for name, rule in rules.items():
         holder = acc.rules.get(name)
         if holder is None:
-            acc.rules[name] = EffectiveRule(rule=rule, source=policy, block=block.kind)
+            acc.put(name, EffectiveRule(rule=rule, source=policy, block=block.kind))
         else:
             acc.note(policy, name, "overridden", (holder.source,))
 
@@ -156,14 +220,15 @@ def _overrides(acc: _Accumulator, block: Block, policy: str) -> None:
     if block.strategy == "atomic":
         for name, replaced in acc.rules.items():
             acc.note(replaced.source, name, "overridden", (policy,))
-        acc.rules = {}
+        if acc.rules:
+            acc.clear()
     else:
         for name in block.rules:
             holder = acc.rules.get(name)
             if holder is not None:
                 acc.note(holder.source, name, "overridden", (policy,))
     for name, rule in block.rules.items():
-        acc.rules[name] = EffectiveRule(rule=rule, source=policy, block="overrides")
+        acc.put(name, EffectiveRule(rule=rule, source=policy, block="overrides"))
 
 
 def _merge_policy(acc: _Accumulator, policy: CompiledAccessPolicy, *, allow_unset: bool) -> None:
@@ -182,7 +247,7 @@ def _merge_policy(acc: _Accumulator, policy: CompiledAccessPolicy, *, allow_unse
         acc.unset_ignored.append(key)
         return
     for name in policy.unset:
-        acc.unset.setdefault(name, key)
+        acc.unset_by(name, key)
 
 
 def lowest_first(policies: Iterable[CompiledAccessPolicy]) -> list[CompiledAccessPolicy]:

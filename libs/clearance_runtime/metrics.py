@@ -89,6 +89,11 @@ REQUESTS_REFUSED = Counter(
     "Requests not answered, by subject and reason (reply_subject: the reply subject is "
     "missing or not under an accepted inbox prefix)", ["subject", "reason"],
 )
+WATCHER_REJECTED = Counter(
+    "clearance_watcher_rejected_total",
+    "Objects (kind) or manifest files (kind=file) the watcher could not publish and "
+    "rejected, by reason", ["kind", "reason"],
+)
 RBAC_INDEX_UPDATES = Counter(
     "clearance_rbac_index_updates_total",
     "Decision service RBAC index updates: objects applied from the change log (delta), "

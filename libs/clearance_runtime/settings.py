@@ -62,6 +62,10 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     gateway_url: str = ""
     gateway_timeout: _Seconds = 5.0
 
+    # -- Bounded work per object: what the watcher reads before it rejects.
+    #: A manifest file larger than this many bytes is rejected whole (not read).
+    manifest_max_bytes: Annotated[int, msgspec.Meta(gt=0)] = 8 << 20
+
     # -- The bus: NATS users, inboxes and replies (deploy/nats/accounts.conf) ------------
     #: Where this process receives replies; unset: ``_INBOX.<user>`` for the user name in
     #: the NATS URL, else ``_INBOX`` (clearance_core.inboxes.prefix_for).
@@ -233,6 +237,8 @@ ENV = {
     "console_max_connections": "CLEARANCE_CONSOLE_MAX_CONNECTIONS",
     "http_header_timeout": "CLEARANCE_HTTP_HEADER_TIMEOUT",
     "http_body_timeout": "CLEARANCE_HTTP_BODY_TIMEOUT",
+    # Bounded work per object.
+    "manifest_max_bytes": "CLEARANCE_MANIFEST_MAX_BYTES",
 }
 _BOOLEANS = {"allow_unset", "kubernetes", "decision_mirror", "write_status"}
 _BOOLEAN_WORDS = {"yes": "true", "on": "true", "no": "false", "off": "false"}

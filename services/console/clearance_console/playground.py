@@ -35,7 +35,7 @@ GROUP_PROBE_USER = "clearance-console:group-member"
 #: Aliases and expanded nodes a pasted policy may have: a policy uses none or a few, and
 #: an alias bomb (a few hundred bytes expanding to billions of nodes) is refused at once.
 MOST_ALIASES = 50
-MOST_NODES = 20_000
+MOST_EXPANSION = 20_000
 #: Candidates checked for one "who can see" at most, and in flight at once.
 MOST_CANDIDATES = 2_000
 PARALLEL_CHECKS = 32
@@ -180,10 +180,11 @@ async def effective(bus: Bus, body: dict[str, Any]) -> dict[str, Any]:
 async def simulate(bus: Bus, body: dict[str, Any]) -> dict[str, Any]:
     text = str(body.get("policy") or "")
     try:  # YAML is a superset of JSON: either may be pasted
-        documents = safeyaml.load_all(text, max_aliases=MOST_ALIASES, max_nodes=MOST_NODES)
-    except safeyaml.TooLarge as exc:
+        documents = safeyaml.load_all(text, max_aliases=MOST_ALIASES,
+                                       max_expansion=MOST_EXPANSION)
+    except safeyaml.Refused as exc:
         raise PlaygroundError(f"the policy is refused: {exc}") from None
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, RecursionError) as exc:
         raise PlaygroundError(f"the policy is not YAML or JSON: {exc}") from None
     policy = documents[0] if len(documents) == 1 else None
     if not isinstance(policy, dict):

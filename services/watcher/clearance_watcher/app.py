@@ -30,13 +30,15 @@ class Watcher:
         await bus.ensure_stream(js)
         sources: list[Coroutine[Any, Any, None]] = [self._heartbeat()]
         if self._settings.manifests is not None:
-            ledger = Ledger(js, source="manifests")
+            ledger = Ledger(js, source="manifests", nc=self._nc)
             await ledger.load()
             self._ledgers.append(ledger)
-            sources.append(ManifestSource(self._settings.manifests, ledger,
-                                          poll_seconds=self._settings.manifest_poll_seconds).run())
+            sources.append(ManifestSource(
+                self._settings.manifests, ledger,
+                poll_seconds=self._settings.manifest_poll_seconds,
+                max_bytes=self._settings.manifest_max_bytes).run())
         if self._settings.kubernetes:
-            ledger = Ledger(js, source="kubernetes")
+            ledger = Ledger(js, source="kubernetes", nc=self._nc)
             await ledger.load()
             self._ledgers.append(ledger)
             sources.append(self._kubernetes(ledger))

@@ -7,7 +7,13 @@ changed: files added, edited or removed, and documents added to or removed from 
 
 A file that does not parse, or that holds a document which is not an object of a watched
 kind, is logged and skipped *as a whole*: the objects it last contributed stay as they
-were (never half-published, never deleted because of a typo).
+were (never half-published, never deleted because of a typo). So is a file that would
+cost too much to read, and that is counted as a rejection
+(``clearance_watcher_rejected_total{kind="file",reason}``): one over
+``CLEARANCE_MANIFEST_MAX_BYTES`` (``file_too_large``: not even read), or one whose YAML
+aliases would expand beyond ``clearance_runtime.safeyaml``'s bounds (``yaml_aliases``: a
+500-byte "billion laughs" loads as a small graph and explodes when the event is encoded).
+The other files, and later changes to them, are published as usual.
 """
 
 from __future__ import annotations
@@ -21,19 +27,33 @@ import yaml
 from clearance_core.errors import InvalidObject
 from clearance_core.kinds import ref_of
 from clearance_core.registry import WATCHED
-from clearance_runtime import health, logs, metrics
+from clearance_runtime import health, logs, metrics, safeyaml
 from clearance_watcher.ledger import Sink
 
 log = logs.get(__name__)
 SUFFIXES = (".yaml", ".yml", ".json")
 
 
-def parse_file(path: Path) -> list[dict[str, Any]]:
+class FileRejected(InvalidObject):
+    """A file refused for what reading it would cost; ``reason`` labels the counter."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def parse_file(path: Path, *, max_bytes: int = 8 << 20) -> list[dict[str, Any]]:
     """All objects of one file, or InvalidObject: a file is taken whole or not at all."""
     try:
-        text = path.read_text(encoding="utf-8")
-        documents = list(yaml.safe_load_all(text))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        with path.open("rb") as stream:
+            data = stream.read(max_bytes + 1)  # never more, even if the file grows
+        if len(data) > max_bytes:
+            raise FileRejected(f"the file is larger than the limit of {max_bytes:,} bytes "
+                               "(CLEARANCE_MANIFEST_MAX_BYTES)", "file_too_large")
+        documents = safeyaml.load_all(data.decode("utf-8"))
+    except safeyaml.Refused as exc:
+        raise FileRejected(f"refused: {exc}", "yaml_aliases") from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError) as exc:
         raise InvalidObject(f"cannot read: {exc}") from None
     objects: list[dict[str, Any]] = []
     for position, document in enumerate(documents):
@@ -58,10 +78,12 @@ def parse_file(path: Path) -> list[dict[str, Any]]:
 class ManifestSource:
     """Polls a directory and reports full snapshots to the ledger."""
 
-    def __init__(self, directory: Path, sink: Sink, *, poll_seconds: float = 0.25) -> None:
+    def __init__(self, directory: Path, sink: Sink, *, poll_seconds: float = 0.25,
+                 max_bytes: int = 8 << 20) -> None:
         self._dir = directory
         self._sink = sink
         self._poll = poll_seconds
+        self._max_bytes = max_bytes
         self._stamps: dict[Path, tuple[int, int]] = {}
         self._good: dict[Path, list[dict[str, Any]]] = {}
         self._first = True
@@ -91,7 +113,12 @@ class ManifestSource:
             self._stamps[path] = stamp
             changed = True
             try:
-                self._good[path] = parse_file(path)
+                self._good[path] = parse_file(path, max_bytes=self._max_bytes)
+            except FileRejected as exc:
+                metrics.WATCHER_REJECTED.labels(kind="file", reason=exc.reason).inc()
+                log.warning("manifest_rejected", file=str(path), reason=exc.reason,
+                            error=exc.message,
+                            kept=len(self._good.get(path, ())))  # as they were
             except InvalidObject as exc:
                 metrics.MALFORMED.labels(where="manifest").inc()
                 log.warning("manifest_skipped", file=str(path), error=exc.message)

@@ -1,0 +1,234 @@
+"""Attacks on bounded work per object, against real processes (``clearance run``).
+
+One deployment for the module (nats-server with a small ``max_payload``, valkey-server,
+the watcher on a manifest directory, the compiler, the invalidator and the decision
+service, each its own process). Each attack writes what an attacker with write access to
+the manifests would, then proves the system still works: a grant in another file lands,
+and its revocation lands, within :data:`WITHIN` seconds, and no service has crashed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import nats
+import pytest
+import yaml
+from nats.aio.client import Client
+
+from tests.chaos.processes import Deployment
+from tests.integration.harness import cluster
+from tests.unit.accesspolicies import access_policy, block, rule
+from tests.unit.policies import policy
+
+pytestmark = [pytest.mark.integration, pytest.mark.attack, pytest.mark.timeout(120)]
+
+SMALL_PAYLOAD = 256 << 10
+WITHIN = 15.0
+_users = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    dep = Deployment(tmp_path_factory.mktemp("attack-bounds"))
+    config = dep.root / "nats" / "nats.conf"
+    config.write_text(config.read_text().replace("max_payload: 33554432",
+                                                 f"max_payload: {SMALL_PAYLOAD}"))
+    dep.start_servers()
+    write(dep, "inventory.yaml", cluster("c1"))
+    dep.start_all()
+    try:
+        yield dep
+    finally:
+        dep.close()
+
+
+@pytest.fixture
+async def nc(deployment: Deployment) -> AsyncIterator[Client]:
+    client = await nats.connect(deployment.nats_url)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+def write(dep: Deployment, name: str, *objects: dict[str, Any]) -> None:
+    (dep.manifests / name).write_text(yaml.safe_dump_all(objects, sort_keys=False))
+
+
+async def request(nc: Client, subject: str, body: dict[str, Any],
+                  timeout: float = 5.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            reply = await nc.request(subject, msgspec.json.encode(body), timeout=timeout)
+            return dict(msgspec.json.decode(reply.data))
+        except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+
+
+async def decided(nc: Client, user: str, want: str, within: float = WITHIN) -> float:
+    """Seconds until ``user`` gets ``want`` on cluster c1 (fails after ``within``)."""
+    started = time.monotonic()
+    while True:
+        reply = await request(nc, "clearance.v1.check", {
+            "principal": {"username": user, "groups": []}, "action": "view",
+            "resource": {"type": "cluster", "name": "c1"}})
+        if reply.get("decision") == want:
+            return time.monotonic() - started
+        assert time.monotonic() - started < within, f"{user}: {reply} (wanted {want})"
+        await asyncio.sleep(0.1)
+
+
+async def still_works(dep: Deployment, nc: Client) -> None:
+    """A grant in another file lands, then its revocation, and nothing crashed."""
+    user = f"canary-{next(_users)}"
+    write(dep, f"{user}.yaml", policy(user, users=[user], default="all"))
+    await decided(nc, user, "allow")
+    (dep.manifests / f"{user}.yaml").unlink()
+    await decided(nc, user, "deny")
+    assert dep.exited() == {}
+    assert all(proc.poll() is None for proc in dep.procs.values())
+
+
+async def status(nc: Client, kind: str, name: str) -> str:
+    reply = await request(nc, "clearance.v1.policy-status",
+                          {"kind": kind, "namespace": "ns", "name": name})
+    return " ".join(c.get("message", "") for c in reply.get("conditions", []))
+
+
+def resident(pid: int) -> int:
+    """Bytes of a process's resident memory (Linux)."""
+    pages = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def log_of(dep: Deployment, service: str) -> str:
+    return (dep.logs / f"{service}.log").read_text(errors="replace")
+
+
+async def test_a_5000_character_uid_does_not_drop_the_watchers_connection(
+        deployment: Deployment, nc: Client) -> None:
+    obj = policy("uid", users=["uma"], default="all")
+    obj["metadata"]["uid"] = "u" * 5000
+    write(deployment, "uid.yaml", obj)
+    await decided(nc, "uma", "allow")  # published, under a token of its namespace/name
+    await still_works(deployment, nc)
+    assert "nats_disconnected" not in log_of(deployment, "watcher")
+
+
+async def test_a_billion_laughs_is_refused_and_the_watcher_stays_small(
+        deployment: Deployment, nc: Client) -> None:
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f"{b}: &{b} [{','.join(['*' + a] * 9)}]"
+              for a, b in zip("abcdefgh", "bcdefghi", strict=True)]
+    body = "\n    ".join(lines)
+    (deployment.manifests / "laughs.yaml").write_text(
+        "apiVersion: clusterpulse.io/v1alpha1\nkind: MonitorAccessPolicy\n"
+        "metadata:\n  name: laughs\n  namespace: ns\n  annotations:\n"
+        f"    {body}\nspec: {{}}\n")
+    await still_works(deployment, nc)
+    assert "yaml_aliases" in log_of(deployment, "watcher")
+    assert resident(deployment.procs["watcher"].pid) < 400 << 20  # 9^9 strings: GBs
+
+
+async def test_an_object_over_max_payload_is_rejected_with_a_status(
+        deployment: Deployment, nc: Client) -> None:
+    big = policy("big", users=["bob"], default="all")
+    big["metadata"]["annotations"] = {"padding": "x" * (SMALL_PAYLOAD + 1)}
+    write(deployment, "big.yaml", big)
+    await still_works(deployment, nc)
+    await decided(nc, "bob", "deny")
+    assert "max_payload" in await status(nc, "MonitorAccessPolicy", "big")
+
+
+async def test_a_valid_grant_grown_over_max_payload_is_withdrawn(
+        deployment: Deployment, nc: Client) -> None:
+    grant = policy("grows", users=["gina"], default="all")
+    write(deployment, "grows.yaml", grant)
+    await decided(nc, "gina", "allow")
+    grant["metadata"]["annotations"] = {"padding": "x" * (SMALL_PAYLOAD + 1)}
+    write(deployment, "grows.yaml", grant)
+    await decided(nc, "gina", "deny")  # fail closed, not the old version kept
+    assert "rejected by the watcher" in await status(nc, "MonitorAccessPolicy", "grows")
+    await still_works(deployment, nc)
+
+
+async def test_names_over_the_kubernetes_limits_are_rejected(
+        deployment: Deployment, nc: Client) -> None:
+    write(deployment, "long.yaml", policy("n" * 300, users=["nick"], default="all"),
+          policy("ok", namespace="s" * 100, users=["nina"], default="all"))
+    await still_works(deployment, nc)
+    await decided(nc, "nick", "deny")
+    await decided(nc, "nina", "deny")
+    assert log_of(deployment, "watcher").count("object_rejected") >= 2
+
+
+async def test_hundreds_of_fleet_conditions_do_not_stall_the_compiler(
+        deployment: Deployment, nc: Client) -> None:
+    write(deployment, "fleet.yaml", *(
+        access_policy(f"f{i:03d}", created=f"2025-01-01T00:{i // 60:02d}:{i % 60:02d}Z",
+                      defaults=block({f"r{i}": rule(users=[f"u{i}"])}, "merge",
+                                     "size(self.rules) >= 0"))
+        for i in range(300)))
+    await still_works(deployment, nc)
+    log = log_of(deployment, "compiler")
+    assert "lease_lost" not in log and "compiler_starting" in log
+    assert log.count("compiler_starting") == 1  # never restarted from its checkpoint
+    effective = await request(nc, "clearance.v1.effective",
+                              {"target": {"kind": "Fleet", "name": "fleet"}})
+    assert 0 < len(effective["rules"]) < 300  # the budget ran out, and said so
+    assert "budget" in await status(nc, "AccessPolicy", "f000")
+    (deployment.manifests / "fleet.yaml").unlink()
+    await still_works(deployment, nc)
+
+
+async def test_a_condition_that_copies_lists_in_loops_is_refused_before_it_runs(
+        deployment: Deployment, nc: Client) -> None:
+    """Cheap for an empty policy, so it compiles; explosive once ``unset`` is long (36 s
+    and 12 GB in one unbounded evaluation with 1,000 names): refused by its estimate."""
+    loop = "[" + ",".join(map(str, range(20))) + "]"
+    copies = " + ".join(["self.unset"] * 8)
+    write(deployment, "copies.yaml",
+          access_policy("unsets", target=("Cluster", "c1"),
+                        created="2025-01-02T00:00:00Z", rules={},
+                        unset=[f"name-{i}" for i in range(1000)]),
+          access_policy("copies", target=("Cluster", "c1"), created="2025-01-01T00:00:00Z",
+                        overrides=block({"x": rule(users=["x"])}, "merge",
+                                        f"{loop}.all(a, {loop}.all(b, size({copies}) > 0))")))
+    started = time.monotonic()
+    while "worst-case cost" not in (found := await status(nc, "AccessPolicy", "copies")):
+        assert time.monotonic() - started < WITHIN, found
+        await asyncio.sleep(0.2)
+    await still_works(deployment, nc)
+    (deployment.manifests / "copies.yaml").unlink()
+
+
+async def test_a_condition_too_costly_for_any_policy_is_invalid(
+        deployment: Deployment, nc: Client) -> None:
+    loop = "[" + ",".join(map(str, range(98))) + "]"
+    regex = (f"{loop}.all(a, {loop}.all(b, (string(a) + "
+             "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!').matches('^(a|aa)+$')))")
+    write(deployment, "regex.yaml", access_policy(
+        "regex", defaults=block({"y": rule(users=["y"])}, "merge", regex)))
+    started = time.monotonic()
+    while "even for an empty policy" not in (found := await status(nc, "AccessPolicy",
+                                                                      "regex")):
+        assert time.monotonic() - started < WITHIN, found
+        await asyncio.sleep(0.2)
+    await still_works(deployment, nc)
+    (deployment.manifests / "regex.yaml").unlink()
+
+
+def test_the_attack_files_left_nothing_running(deployment: Deployment) -> None:
+    assert isinstance(deployment.root, Path)
+    assert deployment.exited() == {}
