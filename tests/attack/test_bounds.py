@@ -29,6 +29,8 @@ from tests.unit.accesspolicies import access_policy, block, rule
 from tests.unit.policies import policy
 
 pytestmark = [pytest.mark.integration, pytest.mark.attack, pytest.mark.timeout(120)]
+#: Fleet-wide policies are written where the default authority lets them take part.
+ADMIN = "clearance-system"
 
 SMALL_PAYLOAD = 256 << 10
 WITHIN = 15.0
@@ -100,9 +102,9 @@ async def still_works(dep: Deployment, nc: Client) -> None:
     assert all(proc.poll() is None for proc in dep.procs.values())
 
 
-async def status(nc: Client, kind: str, name: str) -> str:
+async def status(nc: Client, kind: str, name: str, namespace: str = "ns") -> str:
     reply = await request(nc, "clearance.v1.policy-status",
-                          {"kind": kind, "namespace": "ns", "name": name})
+                          {"kind": kind, "namespace": namespace, "name": name})
     return " ".join(c.get("message", "") for c in reply.get("conditions", []))
 
 
@@ -176,7 +178,8 @@ async def test_names_over_the_kubernetes_limits_are_rejected(
 async def test_hundreds_of_fleet_conditions_do_not_stall_the_compiler(
         deployment: Deployment, nc: Client) -> None:
     write(deployment, "fleet.yaml", *(
-        access_policy(f"f{i:03d}", created=f"2025-01-01T00:{i // 60:02d}:{i % 60:02d}Z",
+        access_policy(f"f{i:03d}", namespace=ADMIN,
+                      created=f"2025-01-01T00:{i // 60:02d}:{i % 60:02d}Z",
                       defaults=block({f"r{i}": rule(users=[f"u{i}"])}, "merge",
                                      "size(self.rules) >= 0"))
         for i in range(300)))
@@ -187,7 +190,7 @@ async def test_hundreds_of_fleet_conditions_do_not_stall_the_compiler(
     effective = await request(nc, "clearance.v1.effective",
                               {"target": {"kind": "Fleet", "name": "fleet"}})
     assert 0 < len(effective["rules"]) < 300  # the budget ran out, and said so
-    assert "budget" in await status(nc, "AccessPolicy", "f000")
+    assert "budget" in await status(nc, "AccessPolicy", "f000", ADMIN)
     (deployment.manifests / "fleet.yaml").unlink()
     await still_works(deployment, nc)
 
@@ -199,14 +202,16 @@ async def test_a_condition_that_copies_lists_in_loops_is_refused_before_it_runs(
     loop = "[" + ",".join(map(str, range(20))) + "]"
     copies = " + ".join(["self.unset"] * 8)
     write(deployment, "copies.yaml",
-          access_policy("unsets", target=("Cluster", "c1"),
+          access_policy("unsets", namespace=ADMIN, target=("Cluster", "c1"),
                         created="2025-01-02T00:00:00Z", rules={},
                         unset=[f"name-{i}" for i in range(1000)]),
-          access_policy("copies", target=("Cluster", "c1"), created="2025-01-01T00:00:00Z",
+          access_policy("copies", namespace=ADMIN, target=("Cluster", "c1"),
+                        created="2025-01-01T00:00:00Z",
                         overrides=block({"x": rule(users=["x"])}, "merge",
                                         f"{loop}.all(a, {loop}.all(b, size({copies}) > 0))")))
     started = time.monotonic()
-    while "worst-case cost" not in (found := await status(nc, "AccessPolicy", "copies")):
+    while "worst-case cost" not in (found := await status(nc, "AccessPolicy", "copies",
+                                                                    ADMIN)):
         assert time.monotonic() - started < WITHIN, found
         await asyncio.sleep(0.2)
     await still_works(deployment, nc)

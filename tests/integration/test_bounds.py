@@ -27,6 +27,8 @@ from tests.unit.accesspolicies import access_policy, block, rule
 from tests.unit.policies import policy
 
 pytestmark = pytest.mark.integration
+#: Fleet-wide policies are written where the default authority lets them take part.
+ADMIN = "clearance-system"
 
 #: The dedicated server's max_payload: an object over it costs a test 300 KB, not 32 MB.
 SMALL_PAYLOAD = 256 << 10
@@ -175,7 +177,8 @@ async def test_hundreds_of_fleet_conditions_do_not_stall_reads_of_a_later_event(
         js = nc.jetstream()
         await bus.ensure_stream(js)
         objects = [*(cluster(f"c{n}") for n in range(1, 21)), *(
-            access_policy(f"p{i:03d}", created=f"2025-01-01T00:{i // 60:02d}:{i % 60:02d}Z",
+            access_policy(f"p{i:03d}", namespace=ADMIN,
+                          created=f"2025-01-01T00:{i // 60:02d}:{i % 60:02d}Z",
                           defaults=block({f"r{i}": rule(users=[f"u{i}"])}, "merge",
                                          "size(self.rules) >= 0"))
             for i in range(300))]
@@ -199,7 +202,7 @@ async def test_hundreds_of_fleet_conditions_do_not_stall_reads_of_a_later_event(
             "target": {"kind": "Fleet", "name": "fleet"}})
         assert 100 < len(effective["rules"]) < 300  # the budget ran out, and said so
         last = await system.request("clearance.v1.policy-status", {
-            "kind": "AccessPolicy", "namespace": "ns", "name": "p000"})
+            "kind": "AccessPolicy", "namespace": ADMIN, "name": "p000"})
         assert any("budget" in c["message"] for c in last["conditions"]), last
     finally:
         await system.close()
@@ -230,7 +233,8 @@ async def test_a_long_fold_keeps_the_lease_and_the_event_loop(
         await js.publish("clearance.events.managedcluster.c1", msgspec.json.encode(
             {"type": "ADDED", "object": cluster("c1")}))
         ack = await js.publish("clearance.events.accesspolicy.p", msgspec.json.encode(
-            {"type": "ADDED", "object": access_policy("p", rules={"a": rule(users=["u"])})}))
+            {"type": "ADDED",
+             "object": access_policy("p", namespace=ADMIN, rules={"a": rule(users=["u"])})}))
         await system.start("compiler", "cache-invalidator", "decision")
         while not calls:  # noqa: ASYNC110 - waiting for the fold to start
             await asyncio.sleep(0.05)

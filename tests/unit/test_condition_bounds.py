@@ -16,7 +16,7 @@ from clearance_core.hierarchy import FLEET, Target
 from clearance_core.inherit_index import InheritanceIndex, PolicyApplied
 from clearance_core.inherit_status import status_of
 from clearance_core.merge import effective_policy
-from tests.unit.accesspolicies import access_policy, block, rule
+from tests.unit.accesspolicies import ANYONE, access_policy, block, rule
 from tests.unit.test_inherit_properties import CLUSTERS, labels
 
 EMPTY = {"rules": {}, "unset": []}
@@ -160,7 +160,7 @@ def test_hundreds_of_fleet_conditions_merge_within_the_budget_and_say_so() -> No
     assert 100 < len(effective.rules) < 300
     spent = [key for key, error in effective.errors.items() if "budget" in error]
     assert spent and len(spent) + len(effective.rules) == 300
-    index = InheritanceIndex.build(found, {}, ())
+    index = InheritanceIndex.build(found, {}, (), authority=ANYONE)
     status = status_of(index, spent[-1])
     assert status is not None
     enforced = next(c for c in status if c.type == "Enforced")
@@ -176,7 +176,7 @@ def test_atomic_defaults_that_change_nothing_share_one_conversion() -> None:
 def test_targets_with_the_same_policies_share_one_merge_but_keep_their_names() -> None:
     found = fleet_policies(50, when="size(self.rules) > 3")
     clusters = {name: {} for name in CLUSTERS}
-    index = InheritanceIndex.build(found, clusters, ())
+    index = InheritanceIndex.build(found, clusters, (), authority=ANYONE)
     for target in index.targets():
         assert index.effective[target] == effective_policy(target, index.on_path(target))
     extra = compile_access_policy(access_policy("late", defaults=block(
@@ -235,7 +235,8 @@ def paths(draw: st.DrawFn) -> list[dict[str, Any]]:
 def test_bounded_evaluation_gives_the_straightforward_result_within_the_budget(
         objs: list[dict[str, Any]], budget: int | None) -> None:
     unique = list(map(compile_access_policy, objs))
-    index = InheritanceIndex.build(unique, {"c1": labels("s1")}, ["s1"])
+    index = InheritanceIndex.build(unique, {"c1": labels("s1")}, ["s1"],
+                                   authority=ANYONE)
     target = Target(kind="Cluster", name="c1")
     ran_out: list[int] = []
 
