@@ -5,10 +5,13 @@ whatever subject a request names would let any caller make the service publish o
 event stream, a lease key or a status subject with the service's rights. So a service
 answers only *inbox* subjects: those under an accepted inbox prefix.
 
-Each NATS user has its own prefix, ``_INBOX.<user>``, and may subscribe only below it
-(``deploy/nats/accounts.conf``), so no role reads another's replies. A prefix is one or
-more subject tokens without wildcards; the inboxes under it are ``<prefix>.<token>...``
-(nats-py makes ``<prefix>.<nuid>`` and ``<prefix>.<nuid>.<token>``).
+Each NATS user has its own prefix, ``_INBOX.<user>`` (or, NATS's other custom spelling,
+``_INBOX_<user>``), and may subscribe only below it (``deploy/nats/accounts.conf``), so
+no role reads another's replies. A prefix is one or more subject tokens without
+wildcards; the inboxes under it are ``<prefix>.<token>...`` (nats-py makes
+``<prefix>.<nuid>`` and ``<prefix>.<nuid>.<token>``). An *accepted* prefix may end in
+``_*``: a family of prefixes, each extending its last token (``_INBOX_*`` accepts
+``_INBOX_client`` and ``_INBOX_gateway``), the way callers name their own prefixes.
 """
 
 from __future__ import annotations
@@ -20,6 +23,10 @@ from urllib.parse import unquote, urlsplit
 
 #: nats-py's (and every NATS client's) inbox prefix when none is configured.
 DEFAULT_PREFIX = "_INBOX"
+#: What a service answers unless configured: the default inboxes, and the custom
+#: prefixes NATS users name ``_INBOX_<name>``.
+DEFAULT_ACCEPTED = (DEFAULT_PREFIX, f"{DEFAULT_PREFIX}_*")
+_FAMILY = "_*"
 #: A subject token a prefix may hold: printable ASCII but the wildcards and the dot.
 _TOKEN = re.compile(r"[!-)+-\-/-=?-~]+")
 
@@ -67,6 +74,13 @@ def prefix_for(url: str, *, user: str | None = None, explicit: str | None = None
     return prefix_for_user(user or user_of(url))
 
 
+def valid_accepted(prefix: str) -> bool:
+    """A prefix, or a family of them (``P_*``: see the module's docstring)."""
+    if prefix.endswith(_FAMILY):
+        return valid_prefix(prefix.removesuffix("*") + "x")
+    return valid_prefix(prefix)
+
+
 def parse_prefixes(text: str | Iterable[str]) -> tuple[str, ...]:
     """Accepted reply prefixes from a comma-separated list (or a list): each normalized
     without its trailing dot; ValueError for an empty list or an invalid prefix."""
@@ -75,9 +89,9 @@ def parse_prefixes(text: str | Iterable[str]) -> tuple[str, ...]:
     if not prefixes:
         raise ValueError("at least one reply prefix is needed")
     for prefix in prefixes:
-        if not valid_prefix(prefix):
+        if not valid_accepted(prefix):
             raise ValueError(f"reply prefix {prefix!r}: subject tokens without wildcards "
-                             f"expected")
+                             f"(or ending in _*) expected")
     return prefixes
 
 
@@ -92,10 +106,12 @@ def inbox_matcher(prefixes: tuple[str, ...]) -> Callable[[str], bool]:
     """:func:`is_inbox` for fixed ``prefixes``, as one compiled expression (it runs on
     every request a service answers)."""
     for prefix in prefixes:
-        if not valid_prefix(prefix):
+        if not valid_accepted(prefix):
             raise ValueError(f"reply prefix {prefix!r}: subject tokens without wildcards "
-                             f"expected")
+                             f"(or ending in _*) expected")
     token = _TOKEN.pattern
-    under = "|".join(re.escape(prefix) for prefix in prefixes)
+    under = "|".join(re.escape(prefix.removesuffix("*")) + token
+                     if prefix.endswith(_FAMILY) else re.escape(prefix)
+                     for prefix in prefixes)
     fullmatch = re.compile(rf"(?:{under})(?:\.{token})+").fullmatch
     return lambda reply: fullmatch(reply) is not None

@@ -135,7 +135,7 @@ class _Refusals:
 
 class Responder:
     def __init__(self, nc: Client, *, queue: str, max_in_flight: int = 1024,
-                 reply_prefixes: tuple[str, ...] = (inboxes.DEFAULT_PREFIX,)) -> None:
+                 reply_prefixes: tuple[str, ...] = inboxes.DEFAULT_ACCEPTED) -> None:
         self._nc = nc
         self._queue = queue
         self._is_inbox = inboxes.inbox_matcher(reply_prefixes)

@@ -71,8 +71,9 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     #: the NATS URL, else ``_INBOX`` (clearance_core.inboxes.prefix_for).
     nats_inbox_prefix: str = ""
     #: Reply subjects the decision service answers: those under one of these inbox
-    #: prefixes (comma-separated); any other gets no reply, is counted and logged.
-    reply_prefixes: str = "_INBOX"
+    #: prefixes (comma-separated; ``P_*``: every prefix extending P's last token, as
+    #: ``_INBOX_client`` extends ``_INBOX``); any other gets no reply, is counted and logged.
+    reply_prefixes: str = ",".join(inboxes.DEFAULT_ACCEPTED)
     #: Each service's own NATS URL (its own user) where several run in one process
     #: (``clearance run all``); unset: ``nats_url``.
     watcher_nats_url: str = ""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shutil
 import ssl
 import subprocess
@@ -57,9 +58,23 @@ OPERATOR = [*AUTHOR, "clearance.v1.status", "clearance.v1.cache.clear"]
 GATEWAY = ["clearance.v1.check.batch", "clearance.v1.review.subject"]
 #: An inbox of each user the decision service replies to, as deploy/kubernetes/decision.yaml
 #: lists them (only the decision user may publish there: the matrix checks the two agree).
-INBOXES = {prefix.removeprefix("_INBOX."): f"{prefix}.forged"
-           for prefix in inboxes.parse_prefixes(secured.reply_prefixes())}
+INBOXES: dict[str, list[str]] = {}
+for _prefix in inboxes.parse_prefixes(secured.reply_prefixes()):
+    _owner = re.fullmatch(r"_INBOX[._]([a-z-]+)", _prefix)
+    assert _owner is not None, _prefix
+    INBOXES.setdefault(_owner[1], []).append(f"{_prefix}.forged")
 assert set(INBOXES) == {"client", "author", "operator", "gateway", "watcher"}
+#: Both spellings of a user's inbox prefix: _INBOX.<user> and _INBOX_<user>.
+SPELLINGS = ("_INBOX.{}", "_INBOX_{}")
+ALL_INBOXES = [inbox for listed in INBOXES.values() for inbox in listed]
+assert all(len(listed) == len(SPELLINGS) for listed in INBOXES.values())
+
+
+def own_inboxes(user: str) -> list[str]:
+    """The subscriptions that read ``user``'s replies, in each spelling."""
+    return [f"{spelling.format(user)}.>" for spelling in SPELLINGS]
+
+
 JS = "$JS.API"
 WATCHER_JS = [
     f"{JS}.STREAM.INFO.CLEARANCE_EVENTS", f"{JS}.STREAM.CREATE.CLEARANCE_EVENTS",
@@ -84,10 +99,10 @@ MAY_PUBLISH: dict[str, list[str]] = {
     "watcher": [EVENTS, "clearance.v1.policy-status", *WATCHER_JS],
     "compiler": [STATUS, *COMPILER_JS],
     "cache-invalidator": [CHANGED],
-    "decision": list(INBOXES.values()),
+    "decision": ALL_INBOXES,
 }
 PUBLISH_UNIVERSE = list(dict.fromkeys([
-    EVENTS, *OPERATOR, STATUS, CHANGED, *INBOXES.values(), *WATCHER_JS, *COMPILER_JS,
+    EVENTS, *OPERATOR, STATUS, CHANGED, *ALL_INBOXES, *WATCHER_JS, *COMPILER_JS,
     "clearance.v1.unknown",                            # not a contract subject
     "_INBOX.forged.reply",                             # nobody answers outside the inboxes
     f"{JS}.STREAM.DELETE.CLEARANCE_EVENTS",            # nor deletes, purges or reads the
@@ -101,15 +116,15 @@ PUBLISH_UNIVERSE = list(dict.fromkeys([
 #: Subjects each user may subscribe to; SUBSCRIBE_UNIVERSE minus these is refused.
 STATUS_KINDS = ["clearance.status.accesspolicy.>", "clearance.status.monitoraccesspolicy.>"]
 MAY_SUBSCRIBE: dict[str, list[str]] = {
-    "producer": ["_INBOX.producer.>"],
-    "client": ["_INBOX.client.>", CHANGED],
-    "author": ["_INBOX.author.>", CHANGED, "clearance.status.>", *STATUS_KINDS],
+    "producer": own_inboxes("producer"),
+    "client": [*own_inboxes("client"), CHANGED],
+    "author": [*own_inboxes("author"), CHANGED, "clearance.status.>", *STATUS_KINDS],
     # The ops console counts the event flow per kind (README "Ops console").
-    "operator": ["_INBOX.operator.>", CHANGED, "clearance.status.>", *STATUS_KINDS,
+    "operator": [*own_inboxes("operator"), CHANGED, "clearance.status.>", *STATUS_KINDS,
                  "clearance.events.>"],
-    "gateway": ["_INBOX.gateway.>"],
-    "watcher": ["_INBOX.watcher.>", *STATUS_KINDS],
-    "compiler": ["_INBOX.compiler.>"],
+    "gateway": own_inboxes("gateway"),
+    "watcher": [*own_inboxes("watcher"), *STATUS_KINDS],
+    "compiler": own_inboxes("compiler"),
     "cache-invalidator": [],
     "decision": ["clearance.v1.check", "clearance.v1.>"],
 }
@@ -118,8 +133,8 @@ SUBSCRIBE_UNIVERSE = [
     "clearance.v1.check",      # would let a caller answer for the decision service
     "clearance.v1.>",
     "_INBOX.>",                # everyone's replies
-    *(f"_INBOX.{user}.>" for user in ("producer", "client", "author", "operator", "gateway",
-                                       "watcher", "compiler")),
+    *(inbox for user in ("producer", "client", "author", "operator", "gateway", "watcher",
+                         "compiler") for inbox in own_inboxes(user)),
     "$KV.CLEARANCE_LEASES.>", "$JS.API.>", ">",
 ]
 #: Who publishes a concrete subject an allowed subscription must then receive.
@@ -130,7 +145,7 @@ PUBLISHER = {CHANGED: ("cache-invalidator", CHANGED), "clearance.status.>": ("co
              "clearance.events.>": ("watcher", EVENTS),
              "clearance.v1.check": ("client", "clearance.v1.check"),
              "clearance.v1.>": ("client", "clearance.v1.check"),
-             **{f"_INBOX.{user}.>": ("decision", inbox) for user, inbox in INBOXES.items()}}
+             **{f"{inbox.rsplit('.', 1)[0]}.>": ("decision", inbox) for inbox in ALL_INBOXES}}
 
 
 @pytest.fixture(scope="module")
@@ -323,6 +338,8 @@ async def test_clearance_runs_as_its_users_and_answers_every_role(
                  binding("RoleBinding", "readers", ("ClusterRole", "pod-reader"),
                          [{"kind": "Group", "name": "sre"}], namespace="shop"))
     users = {user: await connect(url, user) for user in ("client", "author", "operator")}
+    # NATS's other custom spelling of a caller's inbox prefix is answered just as well.
+    users["client_"] = await connect(url, "client", inbox_prefix="_INBOX_client")
     gateway: Gateway | None = None
     try:
         await system.start("watcher", "compiler", "cache-invalidator", "decision", "gateway")
@@ -333,6 +350,9 @@ async def test_clearance_runs_as_its_users_and_answers_every_role(
         reply = msgspec.json.decode(
             (await users["client"].nc.request("clearance.v1.check", check, timeout=5)).data)
         assert (reply["decision"], reply["policy"]) == ("allow", "ns/team")
+        spelled = await users["client_"].nc.request("clearance.v1.check", check, timeout=5)
+        assert spelled.subject.startswith("_INBOX_client.")
+        assert msgspec.json.decode(spelled.data)["decision"] == "allow"
         effective = msgspec.json.decode((await users["author"].nc.request(
             "clearance.v1.policy-status", msgspec.json.encode(
                 {"kind": "MonitorAccessPolicy", "namespace": "ns", "name": "team"}),

@@ -10,19 +10,33 @@ from clearance_core import inboxes
 
 # Tokens as an attacker writes them: inbox-looking words, wildcards, empty parts, spaces.
 _TOKENS = st.sampled_from(["_INBOX", "client", "author", "clientx", "x", "1", "$KV", "*", ">",
-                           "", " ", "clearance", "events", "a\tb", "é"])
+                           "", " ", "clearance", "events", "a\tb", "é", "_INBOX_client",
+                           "_INBOX_", "_INBOX_*", "_INBOXclient"])
 _SUBJECTS = st.lists(_TOKENS, min_size=0, max_size=5).map(".".join)
 _PREFIXES = st.lists(st.sampled_from(["_INBOX", "_INBOX.client", "_INBOX.author",
-                                      "_INBOX.client.x", "custom"]), min_size=1, max_size=3)
+                                      "_INBOX.client.x", "custom", "_INBOX_*",
+                                      "_INBOX_client"]), min_size=1, max_size=3)
+
+
+def _matches(tokens: list[str], prefix: str) -> bool:
+    """A prefix's tokens (``P_*``: the last one extended after its ``_``), then at least
+    one more token."""
+    wanted = prefix.split(".")
+    if len(tokens) <= len(wanted):
+        return False
+    if not prefix.endswith("_*"):
+        return tokens[:len(wanted)] == wanted
+    stem = wanted[-1][:-1]
+    return tokens[:len(wanted) - 1] == wanted[:-1] and \
+        tokens[len(wanted) - 1].startswith(stem) and len(tokens[len(wanted) - 1]) > len(stem)
 
 
 def _reference(reply: str, prefixes: list[str]) -> bool:
     """Token by token: a prefix's tokens, then at least one more; every token a plain one."""
     tokens = reply.split(".")
-    plain = all(t and t not in ("*", ">") and t.isascii() and t.isprintable() and " " not in t
-                for t in tokens)
-    return plain and any(tokens[:len(p.split("."))] == p.split(".")
-                         and len(tokens) > len(p.split(".")) for p in prefixes)
+    plain = all(t and t not in ("*", ">") and "*" not in t and ">" not in t and t.isascii()
+                and t.isprintable() and " " not in t for t in tokens)
+    return plain and any(_matches(tokens, p) for p in prefixes)
 
 
 @given(_SUBJECTS, _PREFIXES)
@@ -47,6 +61,16 @@ def test_nats_py_inboxes_are_inboxes() -> None:
     assert inboxes.is_inbox("_INBOX.client.Qz8ydhcVC0hzmGL6l2XyS4", prefix)
     assert inboxes.is_inbox("_INBOX.client.Qz8ydhcVC0hzmGL6l2XyS4.Qz8ydhcVC0hzmGL6l2XyTeab", prefix)
     assert inboxes.is_inbox("_INBOX.anyone.x", ("_INBOX",))
+
+
+def test_the_default_answers_both_spellings_of_a_custom_prefix_and_nothing_else() -> None:
+    accepted = inboxes.parse_prefixes(",".join(inboxes.DEFAULT_ACCEPTED))
+    for reply in ("_INBOX.Qz8y", "_INBOX.client.Qz8y.x", "_INBOX_client.Qz8y.x",
+                  "_INBOX_gateway.a"):
+        assert inboxes.is_inbox(reply, accepted), reply
+    for reply in ("_INBOX_.x", "_INBOX_client", "_INBOXclient.x", "clearance.events.x",
+                  "$KV.CLEARANCE_LEASES.compiler", "_INBOX_*.x", "x._INBOX_client.y"):
+        assert not inboxes.is_inbox(reply, accepted), reply
 
 
 @pytest.mark.parametrize(("url", "user", "explicit", "prefix"), [

@@ -24,6 +24,7 @@ import msgspec
 import uvloop
 
 from clearance_cli import services
+from clearance_core import inboxes
 from clearance_console.app import url as console_url
 from clearance_gateway import tls
 from clearance_gateway.app import base_url
@@ -118,11 +119,13 @@ def up(args: argparse.Namespace, settings: Settings) -> None:
         gateway_port = _port(args.gateway_port or settings.gateway_port)
         tls_dir = settings.gateway_tls_dir or state / "gateway"
         # The embedded server has no users: every service on its URL, replies anywhere
-        # under _INBOX (whatever per-service users the environment names elsewhere).
+        # under _INBOX and _INBOX_<name> (whatever per-service users the environment
+        # names elsewhere).
         run_settings = gateway_auth(msgspec.structs.replace(
             settings, nats_url=nats_url, redis_url=redis_url, manifests=manifests,
             gateway_port=gateway_port, gateway_tls_dir=tls_dir, nats_inbox_prefix="",
-            reply_prefixes="_INBOX", watcher_nats_url="", compiler_nats_url="",
+            reply_prefixes=",".join(inboxes.DEFAULT_ACCEPTED), watcher_nats_url="",
+            compiler_nats_url="",
             cache_invalidator_nats_url="", decision_nats_url="", gateway_nats_url="",
             console_nats_url="",
         ))
