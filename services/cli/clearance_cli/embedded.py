@@ -24,8 +24,8 @@ import msgspec
 import uvloop
 
 from clearance_cli import services
-from clearance_core import inboxes
 from clearance_console.app import url as console_url
+from clearance_core import inboxes
 from clearance_gateway import tls
 from clearance_gateway.app import base_url
 from clearance_runtime import heap, servers
