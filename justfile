@@ -9,9 +9,10 @@ venv := justfile_directory() / ".venv/bin"
 up *args:
     {{venv}}/clearance up "$@"
 
-# The full test suite: unit, property and integration tests on real servers, then lint.
+# The full test suite: unit, property, integration, fault and attack tests on real servers
+# (three workers, one module per worker), then lint.
 test *args:
-    {{venv}}/python -m pytest -q -p no:cacheprovider "$@"
+    {{venv}}/python -m pytest -q -p no:cacheprovider -n 3 --dist loadfile "$@"
     {{just_executable()}} --justfile {{justfile()}} lint
 
 # Benchmarks (figures as ratios to a baseline measured in the same run).
