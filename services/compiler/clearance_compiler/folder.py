@@ -70,7 +70,8 @@ BACKLOG_PENDING = 32
 #: huge commit would stall every other client of the store while it runs.
 BATCH_BYTES = 4 << 20
 #: The kinds whose fold moves the inheritance index: folded on a worker thread.
-INHERITED = frozenset({"accesspolicy", "managedcluster", "managedclusterset"})
+INHERITED = frozenset({"accesspolicy", "managedcluster", "managedclusterset",
+                       "managedclustersetbinding"})
 #: Seconds of quick folds after which the event loop gets a turn.
 YIELD_EVERY = 0.05
 
@@ -367,9 +368,11 @@ class Folder:
 
 
 def _off_loop(event: FoldEvent, model: Model) -> bool:
-    """Whether to fold on the worker thread: an AccessPolicy, or a ManagedCluster or
-    ManagedClusterSet once any AccessPolicy exists (without one, their folds are quick,
-    and the thread's ~70 us would add half a second to a rebuild's 7,400 clusters)."""
+    """Whether to fold on the worker thread: an AccessPolicy, or a ManagedCluster,
+    ManagedClusterSet or ManagedClusterSetBinding (each can move policies in or out of
+    every target of a set) once any AccessPolicy exists (without one, their folds are
+    quick, and the thread's ~70 us would add half a second to a rebuild's 7,400
+    clusters)."""
     kind = event.ref.kind
     return kind == "accesspolicy" or (kind in INHERITED and bool(model.inherit.policies))
 
