@@ -176,13 +176,16 @@ async def _assert_last_versions(r: aioredis.Redis, events: list[dict[str, Any]],
             assert stored["spec"] == obj["spec"], name
 
 
-async def _compile_until(compiler: Compiler, r: aioredis.Redis, revision: int) -> None:
-    """Run ``compiler`` until the store's checkpoint reaches ``revision`` (30 s at most),
-    then stop it."""
+async def _compile_until(compiler: Compiler, r: aioredis.Redis, revision: int,
+                         then: Callable[[], bool] = lambda: True) -> None:
+    """Run ``compiler`` until the store's checkpoint reaches ``revision`` and ``then``
+    holds (30 s at most), then stop it. A batch's statuses are published once its commit
+    has landed, a moment after the checkpoint moved: a test that counts them waits for
+    them with ``then`` rather than stopping the compiler in between."""
     running = asyncio.create_task(compiler.run())
     try:
         async with asyncio.timeout(30):
-            while int(await r.get(keys.REV) or 0) < revision:  # noqa: ASYNC110
+            while int(await r.get(keys.REV) or 0) < revision or not then():  # noqa: ASYNC110
                 await asyncio.sleep(0.02)
     finally:
         await stop_task(running)
@@ -362,15 +365,16 @@ async def test_a_batch_refused_while_the_next_was_folded_loses_and_doubles_nothi
         compiler = Compiler(nc, r)
         refuse = RefuseLate(compiler._store.commit, 700, compiler._folder)
         compiler._store.commit = refuse  # type: ignore[method-assign]
-        await _compile_until(compiler, r, len(events))
+        policy_revisions = {n + 1 for n, obj in enumerate(events)
+                            if obj["kind"] == "MonitorAccessPolicy"}
+        await _compile_until(compiler, r, len(events), then=lambda: {
+            revision for _, revision in statuses} >= policy_revisions)
         await nc.flush()
         assert refuse.folded_since, refuse.folded_since  # the next batch was folded
         assert await _change_ids(r) == [f"{seq}-0".encode() for seq in range(1, 1501)]
         await _assert_last_versions(r, events)
         assert statuses and max(statuses.values()) == 1, statuses.most_common(3)
         # Every policy revision's status came, once.
-        policy_revisions = {n + 1 for n, obj in enumerate(events)
-                            if obj["kind"] == "MonitorAccessPolicy"}
         assert {revision for _, revision in statuses} == policy_revisions
     finally:
         await nc.close()

@@ -6,7 +6,6 @@ one is set; pasted YAML is parsed without alias expansion."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -20,6 +19,7 @@ from clearance_console.guard import COOKIE
 from clearance_runtime import servers
 from clearance_runtime.settings import Settings
 from tests.conftest import Servers
+from tests.integration.harness import stop_task
 
 pytestmark = pytest.mark.integration
 
@@ -49,10 +49,8 @@ async def console(real_servers: Servers) -> AsyncIterator[Console]:
         return f"http://127.0.0.1:{port}"
 
     yield start
-    for task in tasks:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    for task in tasks:  # cancelled again if a client's wait_for swallowed it (3.11)
+        await stop_task(task)
 
 
 async def ask(method: str, url: str, *, body: Any = None, json_body: bool = True,
