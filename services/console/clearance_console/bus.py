@@ -24,7 +24,7 @@ from clearance_core.wire import (
     SUBJECT_POLICY_STATUS,
     SUBJECT_STATUS,
 )
-from clearance_runtime import logs
+from clearance_runtime import health, logs
 
 log = logs.get(__name__)
 
@@ -112,6 +112,9 @@ class Bus:
     async def poll(self) -> None:
         """Every second: the status, and a probe check timed as latency."""
         while True:
+            # A cancellation a request's wait_for swallowed (Python 3.11) is honoured here,
+            # or the console's task group would wait for this loop for ever at a stop.
+            health.stop_if_asked()
             started = self.now()
             status = await self.request(SUBJECT_STATUS, {}, wait=2.0)
             if "error" in status:
@@ -132,6 +135,7 @@ class Bus:
         """Every few seconds: the inventory, the AccessPolicies on the path of the Fleet
         and of every cluster, and the status of every policy known."""
         while True:
+            health.stop_if_asked()  # as in poll()
             await self.discover()
             known = self.live.policies.known()
             for start in range(0, len(known), PARALLEL_READS):
