@@ -155,3 +155,15 @@ def cluster(name: str, **labels: str) -> dict[str, Any]:
 def group(name: str, *users: str) -> dict[str, Any]:
     return {"apiVersion": "user.openshift.io/v1", "kind": "Group", "metadata": {"name": name},
             "users": list(users)}
+
+
+def write_kubeconfig(directory: Path, server: str) -> Path:
+    """A kubeconfig in ``directory`` pointing at ``server`` (a kmock API) with a token."""
+    kubeconfig = directory / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "k",
+        "clusters": [{"name": "k", "cluster": {"server": server.rstrip("/")}}],
+        "users": [{"name": "k", "user": {"token": "t"}}],
+        "contexts": [{"name": "k", "context": {"cluster": "k", "user": "k"}}],
+    }))
+    return kubeconfig

@@ -4,7 +4,6 @@ watcher, and hundreds of Fleet conditions never stall the compiler."""
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,7 +21,7 @@ from clearance_core.inherit_index import PolicyApplied
 from clearance_core.wire import EVENTS_STREAM
 from clearance_runtime import bus, servers
 from tests.conftest import Servers
-from tests.integration.harness import System, cluster
+from tests.integration.harness import System, cluster, write_kubeconfig
 from tests.unit.accesspolicies import access_policy, block, rule
 from tests.unit.policies import policy
 
@@ -263,13 +262,7 @@ async def test_a_rejected_api_object_gets_its_status_written_back(
     obj = access_policy(name, namespace="platform", rules={"a": rule(users=["u"])})
     obj["metadata"].update(uid="uid-long", resourceVersion="1", generation=2)
     kmock.objects[resource, "platform", name] = obj
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "k",
-        "clusters": [{"name": "k", "cluster": {"server": str(kmock.url).rstrip("/")}}],
-        "users": [{"name": "k", "user": {"token": "t"}}],
-        "contexts": [{"name": "k", "context": {"cluster": "k", "user": "k"}}],
-    }))
+    kubeconfig = write_kubeconfig(tmp_path, str(kmock.url))
     system = System(clean_servers.nats_url, clean_servers.redis_url, None,
                     kubeconfig=kubeconfig)
     path = f"/apis/clearance.io/v1alpha1/namespaces/platform/accesspolicies/{name}/status"

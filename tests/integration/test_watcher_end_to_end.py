@@ -3,7 +3,6 @@ the compiler, to answers over NATS."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,7 @@ import msgspec
 from kmock import KubernetesEmulator, ResourceInfo
 
 from tests.conftest import Servers
-from tests.integration.harness import System, cluster
+from tests.integration.harness import System, cluster, write_kubeconfig
 from tests.unit.policies import policy
 
 MAP = "clusterpulse.io/v1alpha1/monitoraccesspolicies"
@@ -39,13 +38,7 @@ async def test_kubernetes_and_manifests_feed_the_same_decisions(
                                         "kind": "MonitorAccessPolicy", **served(allowed, "11")}},
         (b"", ...),
     )
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "k",
-        "clusters": [{"name": "k", "cluster": {"server": str(kmock.url).rstrip("/")}}],
-        "users": [{"name": "k", "user": {"token": "t"}}],
-        "contexts": [{"name": "k", "context": {"cluster": "k", "user": "k"}}],
-    }))
+    kubeconfig = write_kubeconfig(tmp_path, str(kmock.url))
     manifests = tmp_path / "manifests"
     manifests.mkdir()
     system = System(clean_servers.nats_url, clean_servers.redis_url, manifests,

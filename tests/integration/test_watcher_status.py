@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from kmock import KubernetesEmulator, ResourceInfo
 
 from clearance_watcher import statuses
 from tests.conftest import Servers
-from tests.integration.harness import System
+from tests.integration.harness import System, write_kubeconfig
 from tests.unit.policies import policy
 
 MAP = "clusterpulse.io/v1alpha1/monitoraccesspolicies"
@@ -89,13 +88,7 @@ async def system(clean_servers: Servers, kmock: KubernetesEmulator,
                                         subresources={"status"})
     kmock.resources[AP] = ResourceInfo(kind="AccessPolicy", namespaced=True,
                                        subresources={"status"})
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "k",
-        "clusters": [{"name": "k", "cluster": {"server": str(kmock.url).rstrip("/")}}],
-        "users": [{"name": "k", "user": {"token": "t"}}],
-        "contexts": [{"name": "k", "context": {"cluster": "k", "user": "k"}}],
-    }))
+    kubeconfig = write_kubeconfig(tmp_path, str(kmock.url))
     sys_ = System(clean_servers.nats_url, clean_servers.redis_url, None, kubeconfig=kubeconfig)
     try:
         yield sys_
