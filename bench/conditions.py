@@ -56,7 +56,7 @@ def fleet_policy(i: int, when: str | None, strategy: str) -> dict[str, Any]:
     if when is not None:
         defaults["when"] = when
     return {"apiVersion": "clearance.io/v1alpha1", "kind": "AccessPolicy",
-            "metadata": {"name": f"p{i:05d}", "namespace": "fleet",
+            "metadata": {"name": f"p{i:05d}", "namespace": "clearance-system",
                          "creationTimestamp": f"2025-01-01T{i // 3600:02d}:"
                                               f"{i // 60 % 60:02d}:{i % 60:02d}Z"},
             "spec": {"targetRef": {"kind": "Fleet", "name": "fleet"}, "defaults": defaults}}
