@@ -88,6 +88,8 @@ async def test_subject_access_review_comes_back_with_status(system: System) -> N
     assert reply["status"]["allowed"] is True  # via the OpenShift Group sre
     assert "RoleBinding" in reply["status"]["reason"]
     assert "does-not-exist" in reply["status"]["evaluationError"]
+    # What a Kubernetes client sends comes back, and nothing it did not send.
+    assert set(reply) == {"apiVersion", "kind", "spec", "status", "revision"}
 
 
 async def test_kubernetes_semantics(system: System) -> None:

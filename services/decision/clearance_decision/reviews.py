@@ -101,10 +101,10 @@ class Reviews:
         if error:
             status.evaluation_error = error
         # The contract's members only: nothing else the request held is sent back.
+        # request_id is echoed by the route, and only when the request carried one.
         return SubjectAccessReviewReply(
             api_version=review.api_version, kind=review.kind, metadata=review.metadata,
-            spec=spec, status=status, revision=await self._reads.revision(),
-            request_id=review.request_id)
+            spec=spec, status=status, revision=await self._reads.revision())
 
     async def rules(self, request: RulesReviewRequest) -> RulesReviewReply:
         if not request.user:
