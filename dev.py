@@ -16,8 +16,10 @@ Idempotent: .venv/ is (re)installed only when pyproject.toml changed since last 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import signal
 import subprocess
 import sys
 import venv
@@ -74,6 +76,21 @@ def ensure_browser() -> None:
                      f"`sudo apt-get install -y {' '.join(missing)}`, then retry")
 
 
+def run_forwarding(argv: list[str]) -> int:
+    """Run ``argv`` in a process group of its own and hand it SIGINT and SIGTERM: stopping
+    this script (Ctrl-C, or a SIGTERM from a supervisor) stops ``clearance up`` cleanly
+    and, with it, its nats-server and valkey-server, instead of leaving them orphaned."""
+    child = subprocess.Popen(argv, start_new_session=True)
+
+    def forward(signum: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, forward)
+    return child.wait()
+
+
 def main() -> int:
     command = sys.argv[1] if len(sys.argv) > 1 else "up"
     rest = sys.argv[2:]
@@ -82,6 +99,8 @@ def main() -> int:
             str(ROOT)]
     if command in ("test", "screenshots"):
         ensure_browser()
+    if command == "up" and os.name == "posix":
+        return run_forwarding([*just, command, *rest])
     if command in ("up", "test", "bench", "fuzz", "chaos", "attack", "soak", "lint",
                    "schemas", "screenshots"):
         return subprocess.call([*just, command, *rest])

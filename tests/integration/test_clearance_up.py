@@ -291,6 +291,21 @@ def test_policy_status_of_the_example_access_policies(fleet: dict[str, str]) -> 
     assert conditions("clearance-system", "fleet-baseline")["Enforced"] == "PartiallyEnforced"
 
 
+def test_a_second_up_on_the_same_state_refuses_and_leaves_the_first_alone(
+        running: Fleet) -> None:
+    """Two ``up`` on one state directory would share JetStream's store and Valkey's file:
+    the second refuses at once, naming the first, instead of stopping its servers."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLEARANCE_")}
+    second = clearance(env, "up", "--state", str(running.state),
+                       "--nats-port", str(servers.free_port()),
+                       "--redis-port", str(servers.free_port()))
+    assert second.returncode == 2, second
+    assert f"another clearance up (pid {running.up.pid}) is running" in second.stderr
+    assert running.up.poll() is None
+    reply = json.loads(clearance(running.env, "request", "clearance.v1.status").stdout)
+    assert reply["revision"] >= EXAMPLES_LOADED
+
+
 def test_ctrl_c_stops_everything_within_5_seconds(running: Fleet) -> None:
     """Last in the module: it ends the fleet the tests above asked."""
     assert stop(running.up) < 5.0  # services, then both servers, within 5 s
@@ -330,6 +345,25 @@ def test_a_killed_up_takes_its_servers_and_a_new_one_starts_on_the_same_state(
         stop(again)
 
 
+def test_the_endpoints_a_killed_up_left_are_not_followed(tmp_path: Path) -> None:
+    """The commands run beside ``up`` find its NATS in ``.clearance/endpoints.json``; once
+    that ``up`` is killed the file stays, but it is not followed to a dead server."""
+    up, env, (nats_port, _) = start_up(tmp_path / ".clearance")
+    beside = {k: v for k, v in env.items() if k != "CLEARANCE_NATS_URL"}
+    try:
+        asked = clearance(beside, "request", "clearance.v1.status", cwd=tmp_path)
+        assert asked.returncode == 0, asked.stderr
+    finally:
+        up.kill()
+        up.wait()
+    assert (tmp_path / ".clearance" / "endpoints.json").exists()
+    stale = clearance(beside, "request", "clearance.v1.status", "--timeout", "1",
+                      cwd=tmp_path)
+    # The default address instead (answered only if something else serves it there).
+    assert f":{nats_port}" not in stale.stderr
+    assert stale.returncode == 0 or "127.0.0.1:4222" in stale.stderr, stale.stderr
+
+
 def test_an_up_stops_the_servers_a_previous_one_left_on_its_state(tmp_path: Path) -> None:
     """Without the parent-death signal (another OS, a signal lost), the pid files still
     name the servers left on the state directory; the next ``up`` stops them first."""
@@ -344,3 +378,39 @@ def test_an_up_stops_the_servers_a_previous_one_left_on_its_state(tmp_path: Path
     finally:
         stop(again)
         nats_srv.kill()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_stopping_dev_py_up_stops_everything(tmp_path: Path, signum: int) -> None:
+    """``python3 dev.py up`` runs ``clearance up`` through ``just``: a signal to the script
+    (a supervisor's SIGTERM, a Ctrl-C) reaches ``clearance up``, which stops its services
+    and both servers; nothing is orphaned."""
+    nats_port, redis_port = servers.free_port(), servers.free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLEARANCE_")}
+    script = subprocess.Popen(
+        [sys.executable, str(ROOT / "dev.py"), "up", "--state", str(tmp_path / "state"),
+         "--manifests", str(ROOT / "examples"), "--nats-port", str(nats_port),
+         "--redis-port", str(redis_port), "--gateway-port", str(servers.free_port()),
+         "--console-port", str(servers.free_port())],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        env["CLEARANCE_NATS_URL"] = f"nats://127.0.0.1:{nats_port}"
+        deadline = time.monotonic() + 30
+        while clearance(env, "request", "clearance.v1.status").returncode != 0:
+            assert time.monotonic() < deadline and script.poll() is None
+            time.sleep(0.2)
+        script.send_signal(signum)
+        assert script.wait(timeout=20) is not None
+        deadline = time.monotonic() + 10
+        while _served(nats_port) or _served(redis_port):
+            assert time.monotonic() < deadline, "a server outlived dev.py up"
+            time.sleep(0.1)
+        left = subprocess.run(["pgrep", "-f", str(tmp_path / "state")], capture_output=True,
+                              text=True, check=False).stdout.split()
+        assert left == [], f"processes left on the state directory: {left}"
+    finally:
+        if script.poll() is None:
+            script.kill()
+            script.wait()
+        # Whatever a failing run left behind goes too (the assertion above said so).
+        subprocess.run(["pkill", "-f", str(tmp_path / "state")], check=False)

@@ -157,3 +157,28 @@ async def test_bodies_are_bounded(console: Console) -> None:
     status, reply, _ = await ask("POST", base + "/api/play/simulate",
                                  body={"policy": "x" * (2 << 20)})
     assert status == 413 and "exceeds" in reply["error"]["message"]
+
+
+async def test_a_dead_bus_is_shown_dead(tmp_path: Any) -> None:
+    """NATS dies under a running console: its live view says so (bus down, every
+    service's health unknown) instead of staying green with the last status heard."""
+    server, nats_url = servers.nats_server(tmp_path / "nats")
+    server.start()
+    port = servers.free_port()
+    started = asyncio.Event()
+    task = asyncio.create_task(console_app.run(nats_url, port=port, started=started,
+                                               settings=Settings(nats_url=nats_url)))
+    try:
+        await asyncio.wait_for(started.wait(), 10)
+        server.stop()
+        deadline = time.monotonic() + 10
+        while True:
+            _, live, _ = await ask("GET", f"http://127.0.0.1:{port}/api/live")
+            if not live["bus"]["connected"]:
+                break
+            assert time.monotonic() < deadline, live["bus"]
+            await asyncio.sleep(0.1)
+        assert all(row["healthy"] is None for row in live["services"])
+    finally:
+        await stop_task(task)
+        server.stop()

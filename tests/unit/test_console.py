@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clearance_console.live import Directory, Live
+from clearance_console.live import STALE_SECONDS, Directory, Live
 from clearance_console.policies import Registry, classify, from_subject, names_in
 from clearance_console.rates import Counter, Samples, percentile
 
@@ -123,3 +123,21 @@ def test_the_probe_does_not_count_in_the_hit_rate() -> None:
     live.probed(1.5, 0.001, cached=True)
     live.polled({**status, "cache": {"entries": 1, "hits": 1, "misses": 0}}, 2.0, 0.001)
     assert live.hits.total == 0
+
+
+def test_health_is_unknown_once_the_bus_is_down_or_the_status_stale() -> None:
+    """The page must not stay green after NATS died: the last `healthy` heard is shown
+    only while the bus is up and a status was answered within STALE_SECONDS."""
+    live = Live()
+    live.polled({"revision": 3, "services": {"decision": {"revision": 3, "healthy": True}},
+                 "policies": 0, "cache": {}}, 100.0, 0.001)
+    fresh = live.snapshot(101.0)
+    assert fresh["bus"] == {"connected": True, "stale": False}
+    assert [row["healthy"] for row in fresh["services"]] == [True]
+    down = live.snapshot(101.0, connected=False)
+    assert down["bus"]["connected"] is False
+    assert [row["healthy"] for row in down["services"]] == [None]
+    stale = live.snapshot(100.0 + STALE_SECONDS + 0.5)
+    assert stale["bus"]["stale"] is True
+    assert [row["healthy"] for row in stale["services"]] == [None]
+    assert Live().snapshot(0.0)["bus"]["stale"] is True  # nothing heard yet

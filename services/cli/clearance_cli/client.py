@@ -18,7 +18,7 @@ import msgspec
 import nats
 import nats.errors
 
-from clearance_cli import output
+from clearance_cli import output, statelock
 from clearance_cli.flags import NO, OK, UNAVAILABLE, USAGE, CliError
 from clearance_core import inboxes
 
@@ -38,7 +38,8 @@ def nats_url(args: argparse.Namespace) -> str:
         return str(args.server)
     if os.environ.get("CLEARANCE_NATS_URL"):
         return os.environ["CLEARANCE_NATS_URL"]
-    if ENDPOINTS.exists():
+    # Only while the clearance up that wrote them runs: a killed one leaves the file.
+    if ENDPOINTS.exists() and statelock.held(ENDPOINTS.parent):
         return str(json.loads(ENDPOINTS.read_text())["nats"])
     return "nats://127.0.0.1:4222"
 

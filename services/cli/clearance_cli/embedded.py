@@ -23,7 +23,8 @@ from pathlib import Path
 import msgspec
 import uvloop
 
-from clearance_cli import services
+from clearance_cli import services, statelock
+from clearance_cli.flags import CliError
 from clearance_console.app import url as console_url
 from clearance_core import inboxes
 from clearance_gateway import tls
@@ -94,9 +95,21 @@ Ctrl-C stops everything.
 def up(args: argparse.Namespace, settings: Settings) -> None:
     state: Path = args.state.resolve()
     state.mkdir(parents=True, exist_ok=True)
+    try:  # held until this process ends, however it ends (statelock)
+        lock = statelock.hold(state)
+    except statelock.StateInUse as exc:
+        raise CliError(str(exc)) from None
+    try:
+        _up(args, settings, state)
+    finally:
+        lock.close()
+
+
+def _up(args: argparse.Namespace, settings: Settings, state: Path) -> None:
     manifests = (args.manifests or settings.manifests or Path("examples")).resolve()
     # Owned: they die with this process, even killed with SIGKILL, and a pair a
-    # previous run left behind on this state directory is stopped first.
+    # previous run left behind on this state directory (a run that is gone: this one
+    # holds the directory) is stopped first.
     for name in servers.stop_left_behind(state / "nats", state / "valkey"):
         print(f"stopped the {name} a previous run left on {state}", flush=True)
     nats_srv, nats_url = servers.nats_server(state / "nats", _port(args.nats_port),

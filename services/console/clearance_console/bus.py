@@ -50,6 +50,10 @@ class Bus:
         self.live = live
         self.clusters: list[str] = []  # the inventory, from the probe's permissions
 
+    def snapshot(self) -> dict[str, Any]:
+        """The live snapshot, told whether this console's NATS connection is up."""
+        return self.live.snapshot(self.now(), connected=self.nc.is_connected)
+
     def now(self) -> float:
         return time.monotonic()
 

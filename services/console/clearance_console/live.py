@@ -21,6 +21,9 @@ KNOWN_SERVICE_FIELDS = ("revision", "healthy", "lag", "heartbeat_age", "heartbea
                         "heartbeat_age_ms")
 #: Principals remembered for "who can see", at most (oldest forgotten first).
 DIRECTORY_LIMIT = 5_000
+#: Seconds without an answered status after which the services' health is unknown (the
+#: console polls it every second; a dead bus or decision service answers nothing).
+STALE_SECONDS = 5.0
 
 
 class Directory:
@@ -137,9 +140,11 @@ class Live:
         for key in names_in(status.get("policies_by_state")):
             self.policies.learn(*key)
 
-    def services(self) -> list[dict[str, Any]]:
+    def services(self, *, known: bool = True) -> list[dict[str, Any]]:
         """One row per service: revision, health, lag (the reply's own when it has one,
-        else how far its revision is behind the watcher's), heartbeat age if reported."""
+        else how far its revision is behind the watcher's), heartbeat age if reported.
+        ``known=False`` (the bus is down, or the status stale): health is unknown (None),
+        never the last ``healthy`` heard."""
         if not self.status:
             return []
         services = self.status.get("services") or {}
@@ -155,14 +160,21 @@ class Live:
                         for k in ("heartbeat_age", "heartbeat_age_s", "heartbeat_age_ms")
                         if isinstance(info.get(k), int | float)), None)
             rows.append({"name": name, "revision": info.get("revision"),
-                         "healthy": info.get("healthy"), "lag": lag, "lag_source": lag_source,
+                         "healthy": info.get("healthy") if known else None,
+                         "lag": lag, "lag_source": lag_source,
                          "heartbeat_age": age,
                          "extra": {k: v for k, v in info.items()
                                    if k not in KNOWN_SERVICE_FIELDS}})
         return rows
 
-    def snapshot(self, now: float) -> dict[str, Any]:
+    def snapshot(self, now: float, *, connected: bool = True) -> dict[str, Any]:
+        """Everything the page shows. ``connected``: whether the console's NATS connection
+        is up. Without it, or without a status answered within ``STALE_SECONDS``, what
+        the last status said of the services is no longer known: their rows say so."""
         status = self.status or {}
+        age = None if self.status_at is None else now - self.status_at
+        stale = age is None or age > STALE_SECONDS
+        bus = {"connected": connected, "stale": stale}
         cache = status.get("cache") or {}
         hit_rate, miss_rate = self.hits.rate(now), self.misses.rate(now)
         lookups = self.hits.total + self.misses.total
@@ -170,8 +182,9 @@ class Live:
             "now": now,
             "revision": status.get("revision"),
             "status_error": self.status_error,
-            "status_age": None if self.status_at is None else now - self.status_at,
-            "services": self.services(),
+            "status_age": age,
+            "bus": bus,
+            "services": self.services(known=connected and not stale),
             "flows": {name: {"rate": counter.rate(now), "total": counter.total,
                              "history": counter.history(now)}
                       for name, counter in sorted(self.flows.items())},

@@ -49,7 +49,7 @@ async def index(request: web.Request) -> web.FileResponse:
 
 async def live(request: web.Request) -> web.Response:
     bus = request.app[BUS]
-    return _json(bus.live.snapshot(bus.now()))
+    return _json(bus.snapshot())
 
 
 async def stream(request: web.Request) -> web.StreamResponse:
@@ -60,7 +60,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
     await response.prepare(request)
     with contextlib.suppress(ConnectionError, asyncio.CancelledError):
         while not closing.is_set():
-            data = json.dumps(bus.live.snapshot(bus.now()), default=str)
+            data = json.dumps(bus.snapshot(), default=str)
             await response.write(f"data: {data}\n\n".encode())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(closing.wait(), POLL_SECONDS)

@@ -35,7 +35,7 @@ window.addEventListener("hashchange", show);
 function renderServices(rows) {
   $("#services tbody").innerHTML = rows.map((s) => `<tr data-service="${esc(s.name)}">
     <td>${esc(s.name)}</td>
-    <td class="health">${s.healthy === true ? pill("ok", "healthy") : s.healthy === false ? pill("bad", "unhealthy") : "–"}</td>
+    <td class="health">${s.healthy === true ? pill("ok", "healthy") : s.healthy === false ? pill("bad", "unhealthy") : pill("bad", "unknown")}</td>
     <td class="num revision">${fmt(s.revision)}</td>
     <td class="num lag">${fmt(s.lag)} <span class="note">${s.lag === null ? "" : esc(s.lag_source)}</span></td>
     <td class="num">${s.heartbeat_age === null ? "–" : fmt(s.heartbeat_age) + " s ago"}</td>
@@ -52,7 +52,18 @@ function renderFlows(flows) {
     || `<tr><td colspan="4" class="note">nothing heard yet</td></tr>`;
 }
 
+function renderBus(bus, age) {
+  // The stream being open says the console is up; whether Clearance is is the bus's say.
+  const conn = $("#conn");
+  if (!bus.connected) { conn.textContent = "bus down"; conn.className = "conn down"; }
+  else if (bus.stale) {
+    conn.textContent = age === null ? "no status yet" : `no status for ${Math.round(age)} s`;
+    conn.className = "conn down";
+  } else { conn.textContent = "live"; conn.className = "conn ok"; }
+}
+
 function renderLive(s) {
+  renderBus(s.bus, s.status_age);
   $("#revision").textContent = fmt(s.revision);
   const banner = $("#status-error");
   banner.classList.toggle("hidden", !s.status_error);
@@ -111,7 +122,7 @@ function renderPolicies(s) {
 function connect() {
   const conn = $("#conn");
   const source = new EventSource("/api/stream");
-  source.onopen = () => { conn.textContent = "live"; conn.className = "conn ok"; };
+  source.onopen = () => { conn.textContent = "waiting for status…"; conn.className = "conn"; };
   source.onmessage = (e) => renderLive(JSON.parse(e.data));
   source.onerror = () => { conn.textContent = "reconnecting…"; conn.className = "conn down"; };
 }
