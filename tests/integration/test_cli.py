@@ -150,6 +150,21 @@ def test_can_i_exit_statuses_like_kubectl(fleet: dict[str, str]) -> None:
     assert json.loads(as_json.stdout)["status"]["allowed"] is False
 
 
+def test_check_exit_statuses_like_can_i(fleet: dict[str, str]) -> None:
+    """A script can ask `check -q` and branch on the answer: 0 allow or partial, 1 deny."""
+    allow = clearance(fleet, "check", "--user", "bob", "--cluster", "dev-sandbox", "-q")
+    assert (allow.returncode, allow.stdout, allow.stderr) == (0, "", "")
+    deny = clearance(fleet, "check", "--user", "bob", "--cluster", "prod-us-east", "-q")
+    assert (deny.returncode, deny.stdout, deny.stderr) == (1, "", "")
+    partial = clearance(fleet, "check", "--user", "bob", "--cluster", "staging-us-east",
+                        "--type", "pods", "-q")
+    assert partial.returncode == 0
+    shown = clearance(fleet, "check", "--user", "bob", "--cluster", "prod-us-east")
+    assert shown.returncode == 1 and "deny" in shown.stdout
+    version = clearance(fleet, "--version")
+    assert version.returncode == 0 and version.stdout.startswith("clearance ")
+
+
 def test_errors_are_one_clear_line_with_a_status_of_2_or_3(fleet: dict[str, str]) -> None:
     refused = clearance(fleet, "request", "clearance.v1.check", "{}", "-o", "table")
     assert refused.returncode == 2

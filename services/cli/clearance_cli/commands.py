@@ -72,6 +72,9 @@ def _check(parser: argparse.ArgumentParser) -> None:
                         help="the namespace the resource is in")
     parser.add_argument("--explain", action="store_true",
                         help="add the trace: every policy naming the principal and its fate")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="print nothing: the exit status answers (0 allow or partial, "
+                             "1 deny)")
 
 
 def _batch(parser: argparse.ArgumentParser) -> None:

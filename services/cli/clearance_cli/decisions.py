@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 
 from clearance_cli import client, inputs
-from clearance_cli.flags import CliError
+from clearance_cli.flags import NO, OK, CliError
 from clearance_cli.output import cell_text, table
 from clearance_core.resources import singular
 from clearance_core.wire import (
@@ -70,7 +70,9 @@ def check(args: argparse.Namespace) -> int:
         trace = trace_table(reply.get("trace"))
         return [*lines, "", *trace] if trace else lines
 
-    return client.ask(args, SUBJECT_CHECK, check_request(args), show)
+    # Like `kubectl auth can-i`: the exit status answers (0 allow or partial, 1 deny).
+    return client.ask(args, SUBJECT_CHECK, check_request(args), show,
+                      verdict=lambda reply: OK if reply.get("allowed") is True else NO)
 
 
 def batch(args: argparse.Namespace) -> int:

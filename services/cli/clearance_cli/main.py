@@ -12,8 +12,9 @@
     clearance schemas [--check]          regenerate proto-schemas/ (or fail on drift)
 
 Every question takes -o table|json|yaml, --timeout, and the NATS server, credentials and
-TLS flags (or CLEARANCE_NATS_* variables). Exit status: 0 yes/done, 1 no (can-i; a
-simulated policy that would not be accepted), 2 usage or a refused request, 3 no answer.
+TLS flags (or CLEARANCE_NATS_* variables). Exit status: 0 yes/done, 1 no (check: deny;
+can-i; a simulated policy that would not be accepted), 2 usage or a refused request, 3 no
+answer. `check -q` and `can-i -q` print nothing: the status answers.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import importlib.metadata
 import os
 import sys
 from collections.abc import Iterator
@@ -59,6 +61,8 @@ COMMANDS: tuple[Command, ...] = (
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="clearance", description=__doc__,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    top.add_argument("--version", action=_Version, nargs=0,
+                     help="print the installed version and exit")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     connection = connection_flags()
     for command in COMMANDS:
@@ -68,6 +72,20 @@ def parser() -> argparse.ArgumentParser:
         command.arguments(each)
         each.set_defaults(run=command.run, remote=command.remote)
     return top
+
+
+class _Version(argparse.Action):
+    """``--version``: the installed distribution's version, looked up only when asked (a
+    metadata scan on every command's start would slow every question)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        try:
+            version = importlib.metadata.version("clearance")
+        except importlib.metadata.PackageNotFoundError:
+            version = "unknown"
+        print(f"clearance {version}")
+        parser.exit()
 
 
 @contextlib.contextmanager
