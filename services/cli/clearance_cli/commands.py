@@ -56,6 +56,12 @@ def _schemas(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check", action="store_true", help="fail if proto-schemas/ drifted")
     parser.add_argument("--out", type=Path, default=Path("proto-schemas"),
                         help="output directory (default proto-schemas/)")
+    parser.add_argument("--crds", type=Path, default=Path("deploy/crds"),
+                        help="the CRDs the strict field check follows (default deploy/crds/)")
+    parser.add_argument("--shapes", type=Path,
+                        default=Path("libs/clearance_core/crd_shapes.py"),
+                        help="the module generated from them (default "
+                             "libs/clearance_core/crd_shapes.py)")
 
 
 def _check(parser: argparse.ArgumentParser) -> None:
@@ -169,7 +175,7 @@ RUN = Command("run", "run services against existing servers", _run, "clearance_c
               remote=False)
 CONSOLE = Command("console", "serve the ops console (a web page)", _console,
                   "clearance_cli.local:console", remote=False)
-SCHEMAS = Command("schemas", "generate proto-schemas/ from the wire Structs", _schemas,
+SCHEMAS = Command("schemas", "generate proto-schemas/ and the CRDs' field module", _schemas,
                   "clearance_cli.local:schemas", remote=False)
 CHECK = Command("check", "ask one access question", _check, "clearance_cli.decisions:check")
 BATCH = Command("batch", "ask many questions for one principal", _batch,
