@@ -164,6 +164,29 @@ def _reach(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rule", default=None, help="only where this rule of it holds")
 
 
+def _offline(parser: argparse.ArgumentParser) -> None:
+    """What ``validate`` and ``test`` share: how to print, and the compiler's settings."""
+    parser.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text",
+                        help="text (default: one line each) or the report as json or yaml")
+    parser.add_argument("--admin-namespaces", default=None, metavar="NS[,NS...]",
+                        help="the namespaces that may write Fleet-wide AccessPolicies "
+                             "(default CLEARANCE_ADMIN_NAMESPACES, else clearance-system)")
+
+
+def _validate(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+                        help="manifest files, or directories (*.yaml, *.yml, *.json below)")
+    parser.add_argument("--strict-warnings", action="store_true",
+                        help="fail (exit 1) on warnings too")
+    _offline(parser)
+
+
+def _test(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", type=Path, metavar="FILE",
+                        help="policy test files (YAML: manifests and tests)")
+    _offline(parser)
+
+
 def _request(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("subject", help="the subject, e.g. clearance.v1.status")
     parser.add_argument("body", nargs="?", default="{}", help="the JSON body (default {})")
@@ -177,6 +200,10 @@ CONSOLE = Command("console", "serve the ops console (a web page)", _console,
                   "clearance_cli.local:console", remote=False)
 SCHEMAS = Command("schemas", "generate proto-schemas/ and the CRDs' field module", _schemas,
                   "clearance_cli.local:schemas", remote=False)
+VALIDATE = Command("validate", "check manifests offline, strictly, as the compiler would",
+                   _validate, "clearance_cli.validate:validate", remote=False)
+TEST = Command("test", "run policy tests (YAML assertions) offline against manifests", _test,
+               "clearance_cli.policytests:run_tests", remote=False)
 CHECK = Command("check", "ask one access question", _check, "clearance_cli.decisions:check")
 BATCH = Command("batch", "ask many questions for one principal", _batch,
                 "clearance_cli.decisions:batch")
