@@ -10,6 +10,9 @@ run — each kind's fold from the registry on an in-memory :class:`~clearance_co
 :func:`clearance_core.checking.decide_check` on the folded model — so it cannot disagree
 with them.
 
+Each object is folded as the stream carries it: the watcher publishes it as JSON, so a
+YAML timestamp arrives as its RFC 3339 text and a number key as a string
+(:func:`as_published`); one that cannot be encoded is rejected, as the watcher rejects it.
 Objects are folded inventory first, then MetricSources and RBAC, then policies (the
 result does not depend on the order: a MetricSource re-folds the policies naming its type,
 and the inheritance index is order-independent; this order only makes the fewest
@@ -22,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from clearance_core import hierarchy, status
 from clearance_core.authority import Authority
@@ -41,6 +46,19 @@ from clearance_core.principal import identity_of
 from clearance_core.registry import REGISTRY
 from clearance_core.resources import check_principal, place_of
 from clearance_core.wire import PolicyStatus, Principal, Resource, StatusCondition
+
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder(dict[str, Any]).decode
+
+
+def as_published(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The object as the watcher publishes it and the compiler reads it (JSON); ValueError
+    for one that cannot be encoded (the watcher rejects it)."""
+    try:
+        return _decode(_encode(obj))
+    except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+        raise ValueError(f"cannot be encoded: {exc}") from None
+
 
 #: The order kinds are folded in (any kind not listed comes last).
 ORDER = ("namespace", "managedclusterset", "managedcluster", "managedclustersetbinding",
@@ -96,8 +114,15 @@ class Offline:
         must accept it; a later object with the same reference replaces an earlier one,
         as the watcher's snapshot does)."""
         latest: dict[ObjectRef, dict[str, Any]] = {}
+        rejected: dict[ObjectRef, str] = {}
         for obj in objects:
-            latest[ref_of(dict(obj))] = dict(obj)
+            ref = ref_of(dict(obj))
+            try:
+                latest[ref] = as_published(obj)
+                rejected.pop(ref, None)
+            except ValueError as exc:
+                latest.pop(ref, None)
+                rejected[ref] = f"rejected by the watcher: {exc}"
         rank = {kind: index for index, kind in enumerate(ORDER)}
         ordered = sorted(latest.items(), key=lambda pair: rank.get(pair[0].kind, len(ORDER)))
         failed: dict[ObjectRef, str] = {}
@@ -108,7 +133,10 @@ class Offline:
             failed[crashed[0]] = crashed[1]
         for ref, reason in failed.items():
             self.outcomes[ref] = Outcome(ref, "failed", reason)
-        self.outcomes = {ref: self.outcomes[ref] for ref in latest}
+        for ref, reason in rejected.items():
+            self.outcomes[ref] = Outcome(ref, "failed", reason)
+        order = {ref_of(dict(obj)): None for obj in objects}
+        self.outcomes = {ref: self.outcomes[ref] for ref in order}
 
     def _fold_all(self, ordered: list[tuple[ObjectRef, dict[str, Any]]],
                   failed: Mapping[ObjectRef, str]) -> tuple[ObjectRef, str] | None:

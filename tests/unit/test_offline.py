@@ -123,3 +123,24 @@ def test_an_object_whose_fold_fails_is_withdrawn_and_the_rest_folded(
     # Without the Group, mallory is not suspended: her platform-team grant decides.
     decision = offline.check(mallory, action="view", resource=cluster)
     assert (decision.decision, decision.policy) == ("allow", "clusterpulse/platform-full")
+
+
+def test_objects_are_folded_as_the_watcher_publishes_them() -> None:
+    """YAML's timestamps arrive as RFC 3339 text (the watcher encodes events as JSON);
+    what cannot be encoded is rejected, as the watcher rejects it."""
+    written = yaml.safe_load("""
+apiVersion: clusterpulse.io/v1alpha1
+kind: MonitorAccessPolicy
+metadata: {name: dated, namespace: ns}
+spec:
+  identity: {subjects: {users: [u]}}
+  access: {effect: Allow}
+  lifecycle: {validity: {notBefore: 2026-01-01T00:00:00Z}}
+""")
+    unencodable = policy("odd", users=["u"])
+    unencodable["metadata"]["annotations"] = {"a": object()}
+    offline = folded([written, unencodable])
+    outcomes = {ref.name: (o.outcome, o.error) for ref, o in offline.outcomes.items()}
+    assert outcomes["dated"] == ("compiled", None)
+    assert outcomes["odd"][0] == "failed"
+    assert str(outcomes["odd"][1]).startswith("rejected by the watcher: cannot be encoded")

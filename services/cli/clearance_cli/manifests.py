@@ -13,6 +13,7 @@ import msgspec
 from clearance_cli.flags import USAGE, CliError
 from clearance_core.errors import InvalidObject
 from clearance_core.kinds import ObjectRef, ref_of
+from clearance_core.offline import as_published
 from clearance_runtime import manifest_files
 
 Severity = Literal["error", "warning"]
@@ -115,7 +116,14 @@ def _add(loaded: Loaded, first: dict[ObjectRef, str], where: str, obj: Any) -> N
         loaded.entries.append(Finding(severity="error", location=where,
                                       message=f"{exc.message}{skipped}"))
         return
-    located = Located(where, ref, obj)
+    try:
+        published = as_published(obj)  # what the compiler would read (YAML dates as text)
+    except ValueError as exc:
+        published = obj
+        loaded.entries.append(Finding(severity="error", location=where, kind=str(obj["kind"]),
+                                      namespace=ref.namespace, name=ref.name,
+                                      message=f"{exc} (the watcher rejects it)"))
+    located = Located(where, ref, published)
     loaded.entries.append(located)
     if ref in first:
         loaded.entries.append(located.finding(
