@@ -12,7 +12,8 @@ with them.
 
 Each object is folded as the stream carries it: the watcher publishes it as JSON, so a
 YAML timestamp arrives as its RFC 3339 text and a number key as a string
-(:func:`as_published`); one that cannot be encoded is rejected, as the watcher rejects it.
+(:func:`as_published`); one that cannot be encoded, or whose names are beyond Kubernetes'
+limits, is rejected, as the watcher rejects it.
 Objects are folded inventory first, then MetricSources and RBAC, then policies (the
 result does not depend on the order: a MetricSource re-folds the policies naming its type,
 and the inheritance index is order-independent; this order only makes the fewest
@@ -38,7 +39,7 @@ from clearance_core.folds import FoldEvent
 from clearance_core.folds.accesspolicies import conditions_of
 from clearance_core.hierarchy import Target
 from clearance_core.inherit_index import InheritanceIndex
-from clearance_core.kinds import ObjectRef, ref_of
+from clearance_core.kinds import ObjectRef, over_limits, ref_of
 from clearance_core.merge import EffectiveRule
 from clearance_core.model import Model
 from clearance_core.policy import CompiledPolicy
@@ -118,6 +119,9 @@ class Offline:
         for obj in objects:
             ref = ref_of(dict(obj))
             try:
+                too_long = over_limits(ref)
+                if too_long is not None:
+                    raise ValueError(too_long)
                 latest[ref] = as_published(obj)
                 rejected.pop(ref, None)
             except ValueError as exc:

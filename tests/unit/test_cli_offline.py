@@ -138,6 +138,18 @@ def test_the_compilers_own_errors_and_what_the_watcher_would_skip(tmp_path: Path
         f"{tmp_path / 'rbac.yaml'}:1 RoleBinding shop/rb: roleRef is required"]
 
 
+def test_what_the_watcher_would_reject_is_reported_and_yaml_dates_are_text(
+        tmp_path: Path) -> None:
+    dated = policy("dated", users=["u"])
+    dated["spec"]["lifecycle"]["validity"]["notBefore"] = "DATE"
+    text = yaml.safe_dump_all([policy("n" * 300, users=["u"]), dated], sort_keys=False)
+    (tmp_path / "m.yaml").write_text(text.replace("'DATE'", "2026-01-01T00:00:00Z"))
+    lines = clearance("validate", tmp_path).stdout.splitlines()
+    assert len(lines) == 1  # the unquoted timestamp is published as its text: valid
+    assert lines[0].endswith(": rejected by the watcher: metadata.name is 300 characters; "
+                             "the limit is 253")
+
+
 def test_usage_and_unreadable_files_exit_2(tmp_path: Path) -> None:
     done = clearance("validate", tmp_path / "missing")
     assert (done.returncode, done.stdout) == (2, "")

@@ -118,11 +118,8 @@ def _add(loaded: Loaded, first: dict[ObjectRef, str], where: str, obj: Any) -> N
         return
     try:
         published = as_published(obj)  # what the compiler would read (YAML dates as text)
-    except ValueError as exc:
-        published = obj
-        loaded.entries.append(Finding(severity="error", location=where, kind=str(obj["kind"]),
-                                      namespace=ref.namespace, name=ref.name,
-                                      message=f"{exc} (the watcher rejects it)"))
+    except ValueError:
+        published = obj  # the fold says it is rejected
     located = Located(where, ref, published)
     loaded.entries.append(located)
     if ref in first:

@@ -92,6 +92,9 @@ def findings(loaded: Loaded, offline: Offline) -> list[Finding]:
 def _outcome(located: Located, offline: Offline, *, strict_found: bool) -> list[Finding]:
     ref = located.ref
     key = f"{ref.namespace}/{ref.name}"
+    outcome = offline.outcomes.get(ref)
+    if outcome is not None and outcome.outcome == "failed":  # never folded, or it broke
+        return [located.finding("error", outcome.error or "failed")]
     if ref.kind == "monitoraccesspolicy":
         status = offline.policy_status(key)
         if status is None:
@@ -103,8 +106,7 @@ def _outcome(located: Located, offline: Offline, *, strict_found: bool) -> list[
     if ref.kind == "accesspolicy":
         return _conditions(located, offline.access_conditions(key) or [],
                            strict_found=strict_found)
-    outcome = offline.outcomes.get(ref)
-    if outcome is None or outcome.outcome not in ("invalid", "failed") or strict_found:
+    if outcome is None or outcome.outcome != "invalid" or strict_found:
         return []
     return [located.finding("error", outcome.error or "invalid")]
 
