@@ -143,7 +143,8 @@ def test_what_the_watcher_would_reject_is_reported_and_yaml_dates_are_text(
     dated = policy("dated", users=["u"])
     dated["spec"]["lifecycle"]["validity"]["notBefore"] = "DATE"
     text = yaml.safe_dump_all([policy("n" * 300, users=["u"]), dated], sort_keys=False)
-    (tmp_path / "m.yaml").write_text(text.replace("'DATE'", "2026-01-01T00:00:00Z"))
+    (tmp_path / "m.yaml").write_text(text.replace("DATE", "2026-01-01T00:00:00Z"))
+    assert "notBefore: 2026-01-01T00:00:00Z" in (tmp_path / "m.yaml").read_text()
     lines = clearance("validate", tmp_path).stdout.splitlines()
     assert len(lines) == 1  # the unquoted timestamp is published as its text: valid
     assert lines[0].endswith(": rejected by the watcher: metadata.name is 300 characters; "
