@@ -40,16 +40,19 @@ chaos *args:
 attack *args:
     {{venv}}/python -m tests.attack "$@"
 
-# ruff, mypy --strict, import-linter layers, proto-schemas drift.
+# ruff, mypy --strict, import-linter layers, generated-file drift (proto-schemas/ and the
+# CRDs' field module), and the shipped manifests: strictly valid, and their policy tests.
 lint:
     {{venv}}/ruff check libs services tests bench
     {{venv}}/mypy
     {{venv}}/lint-imports
     {{venv}}/clearance schemas --check
+    {{venv}}/clearance validate examples docs/rfc0009
+    {{venv}}/clearance test examples/tests.yaml
     {{venv}}/ruff check docs/examples
     {{venv}}/mypy docs/examples
 
-# Regenerate proto-schemas/ from the msgspec Structs.
+# Regenerate proto-schemas/ from the msgspec Structs, and the CRDs' field module.
 schemas:
     {{venv}}/clearance schemas
 

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from clearance_core import conditions, objects
+from clearance_core import conditions, objects, strict
 from clearance_core.errors import InvalidObject
 from clearance_core.filters import ResourceFilter, compile_filter
 from clearance_core.hierarchy import FLEET_NAME, KINDS, LEVEL, Target
@@ -227,7 +227,8 @@ def _identity(obj: Any) -> tuple[str, str, float | None]:
 def compile_access_policy(obj: Any) -> CompiledAccessPolicy:
     """Validate and compile an AccessPolicy object. Raises InvalidObject (only)."""
     namespace, name, created = _identity(obj)
-    spec = objects.prune(obj.get("spec"), "spec")
+    spec = objects.prune(obj.get("spec"), "spec")  # the limits first
+    strict.check_object("accesspolicy", obj)
     if not isinstance(spec, dict):
         raise InvalidObject("spec is required (an object)")
     target = compile_target(spec.get("targetRef"))

@@ -15,6 +15,7 @@ crosses the wire: the compiler turns it into the object's status.
     │   ├── Unavailable       unavailable
     │   └── Internal          internal
     ├── InvalidObject         a watched object (or manifest file) that cannot take effect
+    │   └── UnknownFields     a field its kind does not know (clearance_core.strict)
     └── GoneError             (watcher) a watch's resourceVersion expired: relist
 """
 
@@ -74,3 +75,13 @@ class InvalidObject(ClearanceError):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class UnknownFields(InvalidObject):
+    """An object with fields its kind does not know: invalid, like any other error, and
+    each field named — ``problems``: (JSON path, the known field probably meant)."""
+
+    def __init__(self, message: str,
+                 problems: tuple[tuple[str, str | None], ...] = ()) -> None:
+        super().__init__(message)
+        self.problems = problems

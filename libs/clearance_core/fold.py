@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from clearance_core import objects
+from clearance_core import objects, strict
 from clearance_core.errors import InvalidObject
 from clearance_core.filters import BUILTIN_TYPES
 from clearance_core.metricsource import CompiledSource, field_violations
@@ -143,7 +143,9 @@ def fold_cluster(
 
 def group_users(obj: dict[str, Any]) -> list[str]:
     # One odd entry must not drop the whole Group (its members would lose access):
-    # scalars count in their JSON form, nulls are absent (CONTRACT section 0).
+    # scalars count in their JSON form, nulls are absent (CONTRACT section 0). A field a
+    # Group does not have is an error, though: the whole Group is then withdrawn.
+    strict.check_object("group", obj)
     return sorted(set(objects.texts(obj.get("users"), "users")))
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from clearance_core import objects
+from clearance_core import objects, strict
 from clearance_core.aggregate import Aggregation, compile_aggregations
 from clearance_core.errors import InvalidObject
 from clearance_core.policy import CompiledPolicy, object_identity
@@ -57,7 +57,8 @@ def _created(obj: dict[str, Any]) -> float:
 
 def compile_source(obj: dict[str, Any]) -> CompiledSource:
     namespace, name = object_identity(obj)
-    spec = objects.prune(obj.get("spec"), "spec")
+    spec = objects.prune(obj.get("spec"), "spec")  # the limits first
+    strict.check_object("metricsource", obj)
     if not isinstance(spec, dict):
         raise InvalidObject("spec is required")
     rbac = spec.get("rbac")

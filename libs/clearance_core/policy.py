@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from clearance_core import objects, patterns
+from clearance_core import objects, patterns, strict
 from clearance_core.errors import InvalidObject
 from clearance_core.filters import BUILTIN_TYPES, ResourceFilter, compile_filter
 from clearance_core.objects import Text
@@ -25,7 +25,8 @@ Effect = Literal["Allow", "Deny"]
 DEFAULT_PRIORITY = 100  # the CRD's default when the API server has not defaulted it
 
 
-# Schema, as written by users (camelCase). Unknown fields are ignored, like the API server.
+# Schema, as written by users (camelCase). Unknown fields never reach these Structs:
+# ``strict`` refuses them first, with their path.
 
 
 class _ServiceAccount(msgspec.Struct, kw_only=True):
@@ -201,7 +202,8 @@ def object_identity(obj: dict[str, Any]) -> tuple[str, str]:
 def compile_policy(obj: dict[str, Any]) -> CompiledPolicy:
     """Validate and compile a MonitorAccessPolicy object. Raises InvalidObject."""
     namespace, name = object_identity(obj)
-    raw_spec, spec_json = objects.prune_sorted(obj.get("spec"), "spec")
+    raw_spec, spec_json = objects.prune_sorted(obj.get("spec"), "spec")  # the limits first
+    strict.check_object("monitoraccesspolicy", obj)
     if not isinstance(raw_spec, dict):
         raise InvalidObject("spec is required")
     try:

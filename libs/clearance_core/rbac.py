@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal, NamedTuple, TypeAlias, TypeVar
 
 import msgspec
 
-from clearance_core import objects
+from clearance_core import objects, strict
 from clearance_core.errors import InvalidObject
 from clearance_core.principal import SA_PREFIX
 
@@ -315,6 +315,7 @@ def _header(obj: Any, kinds: tuple[str, str]) -> tuple[bool, str, str, dict[str,
         raise InvalidObject("metadata.name (and metadata.namespace, if any) must be strings")
     if kind == kinds[0] and not namespace:
         raise InvalidObject(f"a {kind} needs metadata.namespace")
+    strict.check_object(kind.lower(), obj)
     return kind == kinds[1], namespace if kind == kinds[0] else "", name, meta
 
 

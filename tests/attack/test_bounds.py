@@ -234,6 +234,30 @@ async def test_a_condition_too_costly_for_any_policy_is_invalid(
     (deployment.manifests / "regex.yaml").unlink()
 
 
+async def test_a_flood_of_unknown_fields_is_invalid_in_bounded_words(
+        deployment: Deployment, nc: Client) -> None:
+    """15,000 unknown fields (and one nested deeper than any kind goes): each is an error
+    of strict checking, but only ten are spelled out, with one suggestion each; the
+    policy takes no part, and the compiler moves on at once."""
+    flood = policy("flood", users=["fiona"], default="all")
+    flood["spec"]["identity"].update({f"k{i:05d}": i for i in range(15_000)})
+    nested: Any = "x"
+    for _ in range(60):
+        nested = {"d": nested}
+    flood["spec"]["access"]["deep"] = nested
+    await request(nc, "clearance.v1.status", {}, timeout=30)  # the services are up
+    write(deployment, "flood.yaml", flood)
+    started = time.monotonic()
+    while "unknown field" not in (found := await status(nc, "MonitorAccessPolicy", "flood")):
+        assert time.monotonic() - started < WITHIN, found
+        await asyncio.sleep(0.2)
+    assert found.startswith("spec.identity.k00000: unknown field;")
+    assert "and 14991 more unknown fields" in found and len(found) < 2000
+    await decided(nc, "fiona", "deny")
+    await still_works(deployment, nc)
+    (deployment.manifests / "flood.yaml").unlink()
+
+
 def test_the_attack_files_left_nothing_running(deployment: Deployment) -> None:
     assert isinstance(deployment.root, Path)
     assert deployment.exited() == {}

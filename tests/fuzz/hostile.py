@@ -103,7 +103,7 @@ WHOLE_BODIES: list[bytes] = [
     b'{"' + b"k" * MB + b'": 1}', b" " * MB + b"{}",
 ]
 
-#: Keys planted next to the real ones (unknown fields are ignored — or should be).
+#: Keys planted next to the real ones (ignored in a request, invalid in an object).
 KEYS: list[str] = ["", "\x00", "__proto__", "constructor", "x" * 1000, "request_id",
                    "min_revision", "timeout_ms", "principal", "resource", "kind", "metadata",
                    "spec", "status", "$ref", "type", "object"]

@@ -6,7 +6,8 @@ The JSON Schemas come from the code itself — ``msgspec.json.schema`` of every 
 Struct in ``clearance_core.wire.REQUESTS`` and the ``openAPIV3Schema`` of
 ``deploy/crds/*.yaml`` — so the fuzzers follow the contract as it changes. Two edits make
 them useful for fuzzing: objects without listed extra properties get none (unknown fields
-are ignored by contract; the mutator plants hostile ones on purpose), and lists are kept
+are ignored in requests and make an object invalid; the mutator plants hostile ones on
+purpose), and lists are kept
 short (the hostile pool has the long ones). Generated strings are random Unicode; half of
 them are then swapped for names the example fleet knows (``VOCABULARY``), so requests reach
 real policies, clusters and bindings instead of stopping at "unknown principal".
@@ -104,21 +105,6 @@ _ROLE_REF = {
                    "kind": {"enum": ["Role", "ClusterRole"]}, "name": {"type": "string"}},
     "required": ["kind", "name"],
 }
-_AGGREGATION = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string"},
-        "function": {"enum": ["count", "sum", "avg", "min", "max", "percentile", "distinct",
-                              "median"]},
-        "field": {"type": "string"}, "groupBy": {"type": "string"},
-        "percentile": {"type": "number"},
-        "filter": {"type": "object", "properties": {
-            "field": {"type": "string"},
-            "operator": {"enum": ["equals", "notEquals", "contains", "startsWith", "endsWith",
-                                  "greaterThan", "lessThan", "in", "matches"]},
-            "value": {}}},
-    },
-}
 BODY_SCHEMAS: dict[str, dict[str, Any]] = {
     "managedcluster": {"type": "object", "properties": {"spec": {"type": "object"}}},
     "managedclusterset": {"type": "object", "properties": {"spec": {
@@ -205,13 +191,6 @@ def crd_spec_schemas() -> dict[str, dict[str, Any]]:
         kind = crd["spec"]["names"]["kind"].lower()
         schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
         found[kind] = tighten(schema["properties"]["spec"])
-    if "metricsource" in found:
-        # The CRD leaves aggregations to x-kubernetes-preserve-unknown-fields; fuzz the
-        # shape Clearance reads (README, MetricSource).
-        spec = found["metricsource"]
-        spec.setdefault("properties", {})["aggregations"] = {
-            "type": "array", "items": _AGGREGATION, "maxItems": 3}
-        spec["additionalProperties"] = False
     return found
 
 

@@ -141,9 +141,10 @@ async def listening(port: int, process: subprocess.Popen[bytes]) -> None:
 
 
 def invalid_policy() -> dict[str, Any]:
+    """Invalid twice over; the unknown field is what its status names first."""
     return {"apiVersion": "clusterpulse.io/v1alpha1", "kind": "MonitorAccessPolicy",
             "metadata": {"name": "broken", "namespace": "clusterpulse"},
-            "spec": {"identity": {"priority": -1, "subjects": {"groups": ["sre"]}},
+            "spec": {"identity": {"priority": -1, "subjects": {"grups": ["sre"]}},
                      "access": {"effect": "Allow"}, "scope": {"clusters": {"default": "all"}}}}
 
 
@@ -230,6 +231,8 @@ async def policies_by_state(page: Page, system: System) -> None:
     row = 'tr[data-policy="MonitorAccessPolicy/clusterpulse/broken"]'
     await until(lambda: attributes(driver, row, "data-state"), lambda s: s == ["Invalid"],
                 within=15, what="the broken policy shown invalid")
+    assert 'spec.identity.subjects.grups: unknown field (did you mean "groups"?)' in \
+        await off_loop(text, driver, row)
     active = await until(lambda: attributes(driver, '#policies tr[data-state="Active"]',
                                             "data-policy"),
                          lambda rows: len(rows) == 9, what="nine active policies")

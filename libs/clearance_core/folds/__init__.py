@@ -46,6 +46,10 @@ class FoldEvent(msgspec.Struct, frozen=True):
 class FoldResult:
     outcome: str  # compiled | deleted | invalid (the events_compiled metric's label)
     statuses: list[tuple[ObjectRef, PolicyStatus]] = field(default_factory=list)
+    #: Why the object is invalid (``outcome`` invalid), for the kinds without a status of
+    #: their own (MetricSources, RBAC, Groups, ManagedClusters, bindings): ``clearance
+    #: validate`` reports it.
+    error: str | None = None
 
 
 Fold = Callable[[Model, Writes, FoldEvent], FoldResult]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from clearance_core import strict
 from clearance_core.errors import InvalidObject
 from clearance_core.folds import FoldEvent, FoldResult
 from clearance_core.folds.accesspolicies import follow
@@ -28,7 +29,9 @@ KIND = "managedclustersetbinding"
 
 
 def cluster_set_of(obj: Any) -> str:
-    """``spec.clusterSet`` (InvalidObject when it is not a non-empty string)."""
+    """``spec.clusterSet`` (InvalidObject when it is not a non-empty string, or the
+    binding has a field OCM's does not)."""
+    strict.check_object(KIND, obj)
     spec = obj.get("spec") if isinstance(obj, dict) else None
     found = spec.get("clusterSet") if isinstance(spec, dict) else None
     if not isinstance(found, str) or not found:
@@ -39,19 +42,24 @@ def cluster_set_of(obj: Any) -> str:
 def fold(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
     namespace, name = event.ref.namespace, event.ref.name
     set_name: str | None = None
+    error: str | None = None
     if event.deleted:
         outcome = "deleted"
     elif not namespace:
-        outcome = "invalid"  # a binding is namespaced: without one it binds nothing
+        # A binding is namespaced: without one it binds nothing.
+        outcome, error = "invalid", "metadata.namespace is required"
     else:
         try:
             set_name = cluster_set_of(event.obj)
-        except InvalidObject:
-            outcome = "invalid"
+        except InvalidObject as exc:
+            outcome, error = "invalid", exc.message
         else:
             # Named otherwise than its set: OCM refuses it, so it binds nothing here
             # either (kept, so the policies that needed it can say why).
             outcome = "compiled" if set_name == name else "invalid"
+            if set_name != name:
+                error = (f"metadata.name must be its spec.clusterSet ({set_name!r}): "
+                         "it binds nothing")
     tx.put_cluster_set_binding(namespace, name, set_name)
     change = BindingChanged(namespace, name, set_name)
-    return FoldResult(outcome, follow(model, tx, change, event.seq))
+    return FoldResult(outcome, follow(model, tx, change, event.seq), error=error)

@@ -33,11 +33,12 @@ def fold_cluster_event(model: Model, tx: Writes, event: FoldEvent) -> FoldResult
     name = event.ref.name
     previous = model.clusters.get(name)
     outcome = "deleted" if event.deleted else "compiled"
+    error: str | None = None
     try:
         labels, changed = fold_cluster(event.type, name, event.obj, previous)
-    except InvalidObject:
+    except InvalidObject as exc:
         labels, changed = fold_cluster("DELETED", name, event.obj, previous)
-        outcome = "invalid"
+        outcome, error = "invalid", exc.message
     tx.put_cluster(name, labels)
     # Appearing or vanishing: every entry about the cluster goes (below), so which
     # policies' label matches moved need not be worked out.
@@ -52,7 +53,8 @@ def fold_cluster_event(model: Model, tx: Writes, event: FoldEvent) -> FoldResult
         model.clusters.pop(name, None)
     else:
         model.clusters[name] = labels
-    result = FoldResult(outcome, follow(model, tx, ClusterChanged(name, labels), event.seq))
+    result = FoldResult(outcome, follow(model, tx, ClusterChanged(name, labels), event.seq),
+                        error=error)
     # Whatever it changed (labels, set membership, targets), only answers about this
     # cluster and its namespaces can differ: entries about other clusters stay.
     if tx.invalidate.all or whole:
@@ -103,11 +105,12 @@ def fold_group_event(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
     name = event.ref.name
     previous = model.groups.get(name)
     outcome = "deleted" if event.deleted else "compiled"
+    error: str | None = None
     try:
         users, affected = fold_group(event.type, event.obj, previous)
-    except InvalidObject:
+    except InvalidObject as exc:
         users, affected = fold_group("DELETED", event.obj, previous)
-        outcome = "invalid"
+        outcome, error = "invalid", exc.message
     tx.put_group(name, previous, users)
     if affected:
         decides = model.group_decides(name)
@@ -123,4 +126,4 @@ def fold_group_event(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
         model.groups.pop(name, None)
     else:
         model.groups[name] = users
-    return FoldResult(outcome)
+    return FoldResult(outcome, error=error)

@@ -23,12 +23,13 @@ def fold(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
     previous = model.sources.pop(event.key, None)
     source: CompiledSource | None = None
     outcome = "deleted"
+    error: str | None = None
     if not event.deleted:
         try:
             source = compile_source(event.obj)
             outcome = "compiled"
-        except InvalidObject:
-            outcome = "invalid"  # withdrawn whole, like an invalid policy
+        except InvalidObject as exc:
+            outcome, error = "invalid", exc.message  # withdrawn whole, like a policy
     if source is not None:
         model.sources[event.key] = source
     tx.put_source(event.key, source)
@@ -46,7 +47,7 @@ def fold(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
         else:
             model.type_sources[type_name] = in_force
         tx.put_type_source(type_name, in_force)
-    result = FoldResult(outcome)
+    result = FoldResult(outcome, error=error)
     for type_name in types:
         for key in model.policies_naming_type(type_name):
             raw = model.policy_objects.get(key)

@@ -32,13 +32,14 @@ def fold(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
     present = not event.deleted
     outcome = "compiled" if present else "deleted"
     parsed: Role | Binding | None = None
+    error: str | None = None
     if present:
         try:
             parsed = parse_role(event.obj) if kind in ("Role", "ClusterRole") else \
                 parse_binding(event.obj)
-        except InvalidObject:
+        except InvalidObject as exc:
             # Withdrawn whole: an invalid binding must not keep granting its old rules.
-            outcome = "invalid"
+            outcome, error = "invalid", exc.message
     if kind in ("Role", "ClusterRole"):
         role_key = RoleKey(kind, ref.namespace if kind == "Role" else "", ref.name)
         role = parsed if isinstance(parsed, Role) else None
@@ -49,7 +50,7 @@ def fold(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
         tx.announce = model.rbac.affected_by_binding(key, binding)
         model.rbac.put_binding(key, binding)
     tx.put_rbac(event.seq, key, parsed)
-    return FoldResult(outcome)
+    return FoldResult(outcome, error=error)
 
 
 def fold_namespace(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:

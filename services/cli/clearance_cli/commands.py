@@ -56,6 +56,12 @@ def _schemas(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check", action="store_true", help="fail if proto-schemas/ drifted")
     parser.add_argument("--out", type=Path, default=Path("proto-schemas"),
                         help="output directory (default proto-schemas/)")
+    parser.add_argument("--crds", type=Path, default=Path("deploy/crds"),
+                        help="the CRDs the strict field check follows (default deploy/crds/)")
+    parser.add_argument("--shapes", type=Path,
+                        default=Path("libs/clearance_core/crd_shapes.py"),
+                        help="the module generated from them (default "
+                             "libs/clearance_core/crd_shapes.py)")
 
 
 def _check(parser: argparse.ArgumentParser) -> None:
@@ -161,6 +167,29 @@ def _reach(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rule", default=None, help="only where this rule of it holds")
 
 
+def _offline(parser: argparse.ArgumentParser) -> None:
+    """What ``validate`` and ``test`` share: how to print, and the compiler's settings."""
+    parser.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text",
+                        help="text (default: one line each) or the report as json or yaml")
+    parser.add_argument("--admin-namespaces", default=None, metavar="NS[,NS...]",
+                        help="the namespaces that may write Fleet-wide AccessPolicies "
+                             "(default CLEARANCE_ADMIN_NAMESPACES, else clearance-system)")
+
+
+def _validate(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+                        help="manifest files, or directories (*.yaml, *.yml, *.json below)")
+    parser.add_argument("--strict-warnings", action="store_true",
+                        help="fail (exit 1) on warnings too")
+    _offline(parser)
+
+
+def _test(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", type=Path, metavar="FILE",
+                        help="policy test files (YAML: manifests and tests)")
+    _offline(parser)
+
+
 def _request(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("subject", help="the subject, e.g. clearance.v1.status")
     parser.add_argument("body", nargs="?", default="{}", help="the JSON body (default {})")
@@ -172,8 +201,12 @@ RUN = Command("run", "run services against existing servers", _run, "clearance_c
               remote=False)
 CONSOLE = Command("console", "serve the ops console (a web page)", _console,
                   "clearance_cli.local:console", remote=False)
-SCHEMAS = Command("schemas", "generate proto-schemas/ from the wire Structs", _schemas,
+SCHEMAS = Command("schemas", "generate proto-schemas/ and the CRDs' field module", _schemas,
                   "clearance_cli.local:schemas", remote=False)
+VALIDATE = Command("validate", "check manifests offline, strictly, as the compiler would",
+                   _validate, "clearance_cli.validate:validate", remote=False)
+TEST = Command("test", "run policy tests (YAML assertions) offline against manifests", _test,
+               "clearance_cli.policytests:run_tests", remote=False)
 CHECK = Command("check", "ask one access question", _check, "clearance_cli.decisions:check")
 BATCH = Command("batch", "ask many questions for one principal", _batch,
                 "clearance_cli.decisions:batch")

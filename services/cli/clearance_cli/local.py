@@ -1,5 +1,6 @@
 """The commands that run something here rather than ask a question: ``up``, ``run``,
-``schemas``; and ``request``, which sends any body exactly as written."""
+``schemas`` (proto-schemas/ and the CRDs' field module); and ``request``, which sends any
+body exactly as written."""
 
 from __future__ import annotations
 
@@ -67,7 +68,11 @@ def console(args: argparse.Namespace) -> int:
 
 
 def schemas(args: argparse.Namespace) -> int:
-    return proto_schemas.main(args.out, check=args.check)
+    from clearance_cli import shapes  # noqa: PLC0415 - see above
+
+    wire = proto_schemas.main(args.out, check=args.check)
+    crds = shapes.main(args.crds, args.shapes, check=args.check)
+    return wire or crds
 
 
 def request(args: argparse.Namespace) -> int:

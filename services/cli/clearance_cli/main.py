@@ -9,12 +9,15 @@
     clearance search | search-plan       ACM search, filtered per user
     clearance status | cache-clear       operating
     clearance request SUBJECT JSON       any request, the reply as JSON
+    clearance validate PATH...           check manifests offline, before they are applied
+    clearance test FILE...               policy tests (YAML assertions), offline
     clearance schemas [--check]          regenerate proto-schemas/ (or fail on drift)
 
 Every question takes -o table|json|yaml, --timeout, and the NATS server, credentials and
 TLS flags (or CLEARANCE_NATS_* variables). Exit status: 0 yes/done, 1 no (check: deny;
-can-i; a simulated policy that would not be accepted), 2 usage or a refused request, 3 no
-answer. `check -q` and `can-i -q` print nothing: the status answers.
+can-i; a simulated policy that would not be accepted; an invalid manifest; a failed policy
+test), 2 usage or a refused request, 3 no answer. `check -q` and `can-i -q` print nothing:
+the status answers.
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ COMMANDS: tuple[Command, ...] = (
     commands.STATUS,
     commands.CACHE_CLEAR,
     commands.REQUEST,
+    commands.VALIDATE,
+    commands.TEST,
     commands.SCHEMAS,
 )
 

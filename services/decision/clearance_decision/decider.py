@@ -15,8 +15,9 @@ from collections.abc import Sequence
 
 import msgspec
 
-from clearance_core.decide import Decision, decide
-from clearance_core.inherited_decide import decide_with_inherited, namespace_of
+from clearance_core.checking import decide_check
+from clearance_core.decide import Decision
+from clearance_core.inherited_decide import namespace_of
 from clearance_core.principal import Identity
 from clearance_core.resources import (
     check_principal,
@@ -203,22 +204,9 @@ class Decider:
                 entries: list[Entry], trace_key: str | None) -> CheckResult:
         """One check decided from a snapshot; its cache entry (and its explanation's,
         under ``trace_key`` if given) appended to ``entries``."""
-        decision = decide(
-            snapshot.policies,
-            identity,
-            action=check.action,
-            resource=check.resource,
-            cluster=cluster,
-            labels=snapshot.labels.get(cluster, {}),
-            now=now,
-            match=snapshot.match,
-            explain=trace_key is not None,
-        )
-        target, rules = snapshot.inherited(cluster, namespace)
-        if rules:
-            decision = decide_with_inherited(
-                rules, identity, action=check.action, resource=check.resource,
-                monitor=decision, target=target, declared=snapshot.declared)
+        decision = decide_check(
+            snapshot, identity, action=check.action, resource=check.resource,
+            cluster=cluster, namespace=namespace, now=now, explain=trace_key is not None)
         result = result_of(decision)
         if self._cache.ttl_ms > 0:
             outcome = decision.outcome

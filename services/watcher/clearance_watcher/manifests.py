@@ -13,7 +13,8 @@ cost too much to read, and that is counted as a rejection
 ``CLEARANCE_MANIFEST_MAX_BYTES`` (``file_too_large``: not even read), or one whose YAML
 aliases would expand beyond ``clearance_runtime.safeyaml``'s bounds (``yaml_aliases``: a
 500-byte "billion laughs" loads as a small graph and explodes when the event is encoded).
-The other files, and later changes to them, are published as usual.
+The other files, and later changes to them, are published as usual. Files are read by
+:mod:`clearance_runtime.manifest_files`, as ``clearance validate`` reads them.
 """
 
 from __future__ import annotations
@@ -22,56 +23,30 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from clearance_core.errors import InvalidObject
 from clearance_core.kinds import ref_of
 from clearance_core.registry import WATCHED
-from clearance_runtime import health, logs, metrics, safeyaml
+from clearance_runtime import health, logs, manifest_files, metrics
 from clearance_watcher.ledger import Sink
 
 log = logs.get(__name__)
-SUFFIXES = (".yaml", ".yml", ".json")
-
-
-class FileRejected(InvalidObject):
-    """A file refused for what reading it would cost; ``reason`` labels the counter."""
-
-    def __init__(self, message: str, reason: str) -> None:
-        super().__init__(message)
-        self.reason = reason
+#: Kept here too: the watcher's own names for the shared reader's (manifest_files).
+SUFFIXES = manifest_files.SUFFIXES
+FileRejected = manifest_files.FileRejected
 
 
 def parse_file(path: Path, *, max_bytes: int = 8 << 20) -> list[dict[str, Any]]:
     """All objects of one file, or InvalidObject: a file is taken whole or not at all."""
-    try:
-        with path.open("rb") as stream:
-            data = stream.read(max_bytes + 1)  # never more, even if the file grows
-        if len(data) > max_bytes:
-            raise FileRejected(f"the file is larger than the limit of {max_bytes:,} bytes "
-                               "(CLEARANCE_MANIFEST_MAX_BYTES)", "file_too_large")
-        documents = safeyaml.load_all(data.decode("utf-8"))
-    except safeyaml.Refused as exc:
-        raise FileRejected(f"refused: {exc}", "yaml_aliases") from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError) as exc:
-        raise InvalidObject(f"cannot read: {exc}") from None
     objects: list[dict[str, Any]] = []
-    for position, document in enumerate(documents):
-        if document is None:  # empty document between '---' separators
-            continue
-        if not isinstance(document, dict):
+    for position, _, obj in manifest_files.read_documents(path, max_bytes=max_bytes):
+        if not isinstance(obj, dict):
             raise InvalidObject(f"document {position} is not a mapping")
-        if document.get("kind") == "List" and isinstance(document.get("items"), list):
-            candidates = document["items"]
-        else:
-            candidates = [document]
-        for obj in candidates:
-            try:
-                ref_of(obj)
-            except (InvalidObject, AttributeError) as exc:
-                message = getattr(exc, "message", str(exc))
-                raise InvalidObject(f"document {position}: {message}") from None
-            objects.append(obj)
+        try:
+            ref_of(obj)
+        except (InvalidObject, AttributeError) as exc:
+            message = getattr(exc, "message", str(exc))
+            raise InvalidObject(f"document {position}: {message}") from None
+        objects.append(obj)
     return objects
 
 
@@ -89,9 +64,7 @@ class ManifestSource:
         self._first = True
 
     def _files(self) -> list[Path]:
-        if not self._dir.is_dir():
-            return []
-        return sorted(p for p in self._dir.rglob("*") if p.suffix in SUFFIXES and p.is_file())
+        return manifest_files.files(self._dir)
 
     def scan(self) -> bool:
         """Re-read changed files; True if the snapshot may have changed."""
