@@ -7,6 +7,7 @@ each attempt is reported on the attacker's own policy."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -158,10 +159,15 @@ async def test_a_policy_named_as_the_admins_in_another_namespace_replaces_nothin
 
 async def test_a_flood_of_unauthorized_overrides_neither_stalls_nor_grants(
         system: System) -> None:
+    before = await system.stream_last_seq()
     system.write("attack.yaml", *(
         access_policy(f"attack-{i}", namespace=f"team-{i % 7}",
                       target=["Fleet", ("ClusterSet", "prod"), ("Cluster", "east")][i % 3],
                       overrides=block(ALLOW | DENY)) for i in range(300)))
+    deadline = asyncio.get_running_loop().time() + 30
+    while await system.stream_last_seq() < before + 300:  # all 300 published (a busy
+        assert asyncio.get_running_loop().time() < deadline  # watcher pauses between)
+        await asyncio.sleep(0.05)
     revision = await system.settle(timeout=30)
     await nothing_moved(system, revision, namespaces=(None,))
     fleet = await system.request("clearance.v1.effective",
