@@ -4,9 +4,10 @@ current target by target (CONTRACT 6).
 A policy's ``Enforced`` condition (:mod:`clearance_core.inherit_status`) depends on the
 effective policies of every target in its scope only through a few sums: which of its
 rules are held somewhere, which fates its other rules met (their causes, and who won),
-the ``when`` errors, whether its ``unset`` was ignored and which overrides its ``unset``
-named. A :class:`Part` is one target's share of those sums; a :class:`Tally` adds the parts
-of every target in scope, keeping what messages list in order. The inheritance index
+the ``when`` errors, whether its ``unset`` was ignored, which of its ``unset`` names kept a
+default out and which overrides its ``unset`` named. A :class:`Part` is one target's share
+of those sums; a :class:`Tally` adds the parts of every target in scope, keeping what
+messages list in order. The inheritance index
 replaces a target's parts whenever it recomputes the target, so a policy's conditions
 cost the first items of its tally — never a walk over its scope, which for a Fleet policy
 is every target: one namespace changing then costs the same on a fleet of any size.
@@ -37,6 +38,8 @@ class Part(NamedTuple):
     unset_ignored: bool
     #: (rule it unsets, source of the override holding that rule here).
     unset_overrides: frozenset[tuple[str, str]]
+    #: The names of its ``unset`` that kept a higher policy's default out here.
+    unset_used: tuple[str, ...] = ()
 
 
 class Shape(NamedTuple):
@@ -70,7 +73,8 @@ def part(of: Shape, effective: EffectivePolicy) -> Part:
         (name, found.source) for name in of.unset
         if (found := rules.get(name)) is not None and found.block == "overrides")
     return Part(tuple(held), tuple(fates), effective.errors.get(key) if effective.errors
-                else None, key in effective.unset_ignored, overrides)
+                else None, key in effective.unset_ignored, overrides,
+                effective.unset_used.get(key, ()) if of.unset else ())
 
 
 def _bump(counts: dict[_K, int], key: _K, by: int) -> bool:
@@ -93,7 +97,8 @@ class Tally:
     of a policy whose version stayed are the same."""
 
     __slots__ = ("cause_rules", "causes", "error_lines", "errors", "fates", "held", "parts",
-                 "unset_ignored", "unset_overrides", "version", "winners")
+                 "unclaimed", "unset_ignored", "unset_overrides", "unset_used", "version",
+                 "winners")
 
     def __init__(self) -> None:
         self.parts: dict[Target, Part] = {}
@@ -110,10 +115,14 @@ class Tally:
         self.causes = Ordered()
         self.cause_rules: dict[str, dict[str, int]] = {}
         self.winners = Ordered()
+        #: (rule, fate) pairs that name no other policy (a ``when``, its own overrides)
+        self.unclaimed = 0
         #: targets where the policy's ``unset`` was ignored
         self.unset_ignored = 0
         #: (rule unset, override source) -> targets
         self.unset_overrides: dict[tuple[str, str], int] = {}
+        #: name the policy unsets -> targets where that kept a higher default out
+        self.unset_used: dict[str, int] = {}
         self.version = 0
 
     @classmethod
@@ -137,8 +146,10 @@ class Tally:
         other.causes = self.causes.clone()
         other.cause_rules = {text: dict(rules) for text, rules in self.cause_rules.items()}
         other.winners = self.winners.clone()
+        other.unclaimed = self.unclaimed
         other.unset_ignored = self.unset_ignored
         other.unset_overrides = dict(self.unset_overrides)
+        other.unset_used = dict(self.unset_used)
         other.version = self.version
         return other
 
@@ -163,6 +174,8 @@ class Tally:
                 moved = True
         for unset in found.unset_overrides:
             moved |= _bump(self.unset_overrides, unset, by)
+        for name in found.unset_used:
+            moved |= _bump(self.unset_used, name, by)
         if found.unset_ignored:
             self.unset_ignored += by
             moved |= self.unset_ignored == (1 if by > 0 else 0)
@@ -185,13 +198,15 @@ class Tally:
             del self.cause_rules[text]
         for winner in set(fate.by):
             self.winners.count(winner, by)
+        if not fate.by:
+            self.unclaimed += by
 
 
 def _same_provenance(old: EffectivePolicy, new: EffectivePolicy) -> bool:
     """Whether every part is the same in both (given the same shapes)."""
     if (old.policies != new.policies or old.unset_ignored != new.unset_ignored
             or old.errors != new.errors or len(old.rules) != len(new.rules)
-            or old.fates != new.fates):
+            or old.fates != new.fates or old.unset_used != new.unset_used):
         return False
     for (name, before), (other, after) in zip(old.rules.items(), new.rules.items(),
                                               strict=True):
