@@ -20,10 +20,40 @@ from clearance_core.hierarchy import Target
 from clearance_core.inherit_index import InheritanceIndex
 from clearance_core.inherit_status import status_of
 from clearance_core.merge import EffectivePolicy, Fate, effective_policy
-from tests.unit.test_inherit_properties import CLUSTERS, fleets, labels, policies
+from tests.unit.accesspolicies import ANYONE, access_policy
+from tests.unit.test_inherit_properties import (
+    CLUSTERS,
+    RULE_NAMES,
+    STAMPS,
+    blocks,
+    fleets,
+    labels,
+    policies,
+    rule_sets,
+)
 
 NAMES = tuple(f"p{i}" for i in range(8))
 NAMESPACES = ("t", "u", "v")
+#: One path, so that every policy meets every other: the Fleet, s1, c1 (in s1), c1/n1.
+ONE_PATH: list[Any] = ["Fleet", ("ClusterSet", "s1"), ("Cluster", "c1"),
+                       ("Namespace", "c1", "n1")]
+
+
+@st.composite
+def stacked(draw: st.DrawFn) -> dict[str, Any]:
+    """A policy on that one path: the shapes of ``policies``, denser in what meets."""
+    shape = draw(st.sampled_from(["rules", "defaults", "overrides", "both"]))
+    spec: dict[str, Any] = {}
+    if shape == "rules":
+        spec["rules"] = draw(rule_sets)
+    if shape in ("defaults", "both"):
+        spec["defaults"] = draw(blocks(conditions=True))
+    if shape in ("overrides", "both"):
+        spec["overrides"] = draw(blocks(conditions=True))
+    unset = draw(st.lists(st.sampled_from(RULE_NAMES), max_size=2))
+    return access_policy(draw(st.sampled_from(NAMES)), namespace=draw(st.sampled_from(NAMESPACES)),
+                         target=draw(st.sampled_from(ONE_PATH)),
+                         created=draw(st.sampled_from(STAMPS)), unset=unset or None, **spec)
 
 
 def _compiled(objs: list[dict[str, Any]]) -> list[CompiledAccessPolicy]:
@@ -34,7 +64,8 @@ def _index(found: list[CompiledAccessPolicy], cluster_sets: list[str | None],
            existing_sets: list[str], *, allow_unset: bool = True) -> InheritanceIndex:
     inventory = {name: labels(set_name) for name, set_name in zip(CLUSTERS, cluster_sets,
                                                                   strict=True)}
-    return InheritanceIndex.build(found, inventory, existing_sets, allow_unset=allow_unset)
+    return InheritanceIndex.build(found, inventory, existing_sets, allow_unset=allow_unset,
+                                  authority=ANYONE)
 
 
 def _lower(path: list[CompiledAccessPolicy], policy: CompiledAccessPolicy) -> list[
@@ -109,13 +140,20 @@ def _check_target(index: InheritanceIndex, eff: EffectivePolicy, *, allow_unset:
             assert fate is not None and eff.fate(policy.key, name) == fate, \
                 (eff.target, policy.key, name)
             _check_fate(eff.target, path, policy, name, fate, allow_unset=allow_unset)
-    # An unset is credited only with a name a higher policy's default block sets.
-    for key, used in eff.unset_used.items():
-        unsetter = index.policies[key]
-        for name in used:
-            assert name in unsetter.unset
-            assert any(p.precedence() < unsetter.precedence() and any(
-                b.kind != "overrides" and name in b.rules for b in p.blocks) for p in path)
+    # An unset is credited on this target with exactly the names of the higher defaults
+    # it kept out: those whose fate, where their default block merged, is "unset".
+    expected: dict[str, set[str]] = {}
+    for policy in path:
+        defaults = msgspec.structs.replace(policy, unset=(), blocks=tuple(
+            b for b in policy.blocks if b.kind != "overrides"))
+        merged = effective_policy(eff.target, [*_lower(path, policy), defaults],
+                                  allow_unset=allow_unset)
+        for name in defaults.rule_names():
+            fate = merged.fate(policy.key, name)
+            if fate is not None and fate.kind == "unset":
+                for key in fate.by:
+                    expected.setdefault(key, set()).add(name)
+    assert {key: set(used) for key, used in eff.unset_used.items()} == expected, eff.target
 
 
 @settings(max_examples=300, deadline=None)
@@ -125,6 +163,15 @@ def test_every_fate_names_a_true_cause(objs: list[dict[str, Any]],
                                        fleet: tuple[list[str | None], list[str]],
                                        allow_unset: bool) -> None:
     index = _index(_compiled(objs), *fleet, allow_unset=allow_unset)
+    for eff in index.effective.values():
+        _check_target(index, eff, allow_unset=allow_unset)
+
+
+@settings(max_examples=400, deadline=None)
+@given(objs=st.lists(stacked(), min_size=2, max_size=6), allow_unset=st.booleans())
+def test_every_fate_names_a_true_cause_on_one_path(objs: list[dict[str, Any]],
+                                                   allow_unset: bool) -> None:
+    index = _index(_compiled(objs), ["s1", None, None], ["s1"], allow_unset=allow_unset)
     for eff in index.effective.values():
         _check_target(index, eff, allow_unset=allow_unset)
 

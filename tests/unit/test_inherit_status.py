@@ -324,3 +324,11 @@ def test_an_unset_effective_on_one_target_and_of_an_override_on_another_says_whe
             on_app(rules={"x": DEV}))
     enforced = conditions(*objs, key="ops/c1")["Enforced"]
     assert "unset of a has no effect where it is an override of mid/mid" in enforced.message
+
+
+def test_two_policies_that_unset_one_default_are_both_credited() -> None:
+    """Either alone would keep the Fleet's default out: neither is said to do nothing."""
+    objs = (fleet(defaults=block({"a": SRE, "b": SRE}, "merge")), on_c1(unset=["a"]),
+            on_app(rules={"c": DEV}, unset=["a"]))
+    for key in ("ops/c1", "app/app"):
+        assert "unset" not in conditions(*objs, key=key)["Enforced"].message
