@@ -78,8 +78,9 @@ def _unset_notes(policy: CompiledAccessPolicy, tally: Tally) -> list[str]:
     for name, source in tally.unset_overrides:
         overridden[name].add(source)
     notes, idle = [], []
+    acted = tally.unset_used_names()
     for name in sorted(set(policy.unset)):
-        used = tally.unset_used.get(name, 0) > 0
+        used = name in acted
         if name in overridden:
             of = names(overridden[name])
             notes.append(f"unset of {name} has no effect where it is an override of {of}"

@@ -153,7 +153,9 @@ def _check_target(index: InheritanceIndex, eff: EffectivePolicy, *, allow_unset:
             if fate is not None and fate.kind == "unset":
                 for key in fate.by:
                     expected.setdefault(key, set()).add(name)
-    assert {key: set(used) for key, used in eff.unset_used.items()} == expected, eff.target
+    credited = {p.key: set(used) for p in path
+                if (used := eff.unset_used(p.key, frozenset(p.unset)))}
+    assert credited == expected, eff.target
 
 
 @settings(max_examples=300, deadline=None)
@@ -196,7 +198,7 @@ def test_an_unset_said_to_have_no_effect_changes_nothing_when_removed(
             continue
         scope = index.in_scope(policy)
         idle = {name for name in policy.unset
-                if not any(name in eff.unset_used.get(key, ()) for eff in scope)}
+                if not any(name in eff.unset_used(key, frozenset(policy.unset)) for eff in scope)}
         overrides = {name for eff in scope for name in policy.unset
                      if name in eff.rules and eff.rules[name].block == "overrides"}
         message = found[-1].message
