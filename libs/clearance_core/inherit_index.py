@@ -169,9 +169,7 @@ class InheritanceIndex:
         source = hierarchy.derived_from(target)
         derived = self.effective.get(source) if source is not None else None
         return self.compute(target) if derived is None else \
-            EffectivePolicy(target=target, rules=derived.rules, unset=derived.unset,
-                            policies=derived.policies, fates=derived.fates,
-                            errors=derived.errors, unset_ignored=derived.unset_ignored)
+            msgspec.structs.replace(derived, target=target)
 
     def scope(self, target: Target) -> list[Target]:
         """The materialised targets whose path contains ``target`` (itself included)."""

@@ -11,10 +11,18 @@
   - Unknown ``Unknown`` when one of its ``when`` conditions failed at run time anywhere;
   - True ``Enforced`` when none is overridden anywhere (the message lists its defaults and
     overrides);
-  - True ``PartiallyEnforced`` when some are (the message lists them and who won);
-  - False ``Overridden`` when all are (the message names the policies that won).
-  An ``unset`` that is ignored — forbidden system-wide, or naming a rule that an override
-  sets — is said in the message, whatever the reason.
+  - True ``PartiallyEnforced`` when some are (the message lists them with their causes);
+  - False ``Overridden`` when all are (the message names the policies that won, or says
+    the policy is in force nowhere when a cause names no other policy: a ``when`` that is
+    false, its own atomic overrides).
+  Each rule not held names its real cause (:func:`~clearance_core.inherit_words.cause`):
+  overridden by another policy, unset by lower ones, not applied (an atomic default block
+  that met lower rules, naming them; a ``when`` that is false, naming the block), or
+  replaced by its own atomic overrides. A rule not held only because a ``when`` is false
+  counts as not in force: by RFC 0009's definition a rule is overridden on a target whose
+  effective policy does not hold it from this policy.
+  An ``unset`` that does nothing is said in the message: ignored (forbidden system-wide),
+  naming a rule an override holds, or keeping no higher default out on any target.
 
 Messages are bounded (:data:`~clearance_core.inherit_words.LIST_LIMIT` names and causes
 per list, three errors, then how many more) so a policy over thousands of targets still
@@ -59,16 +67,33 @@ def invalid_conditions(error: str) -> list[StatusCondition]:
     return [accepted(error=error)]
 
 
-def _unset_notes(tally: Tally) -> list[str]:
-    notes = []
+def _unset_notes(policy: CompiledAccessPolicy, tally: Tally) -> list[str]:
+    """What the policy's ``unset`` does not do: ignored altogether, or per name — of an
+    override (where it is one), or of no default any higher policy would have added."""
+    if not policy.unset:
+        return []
     if tally.unset_ignored:
-        notes.append(UNSET_FORBIDDEN)
+        return [UNSET_FORBIDDEN]
     overridden: dict[str, set[str]] = defaultdict(set)
     for name, source in tally.unset_overrides:
         overridden[name].add(source)
-    for name, sources in sorted(overridden.items()):
-        notes.append(f"unset of {name} has no effect: it is an override of {names(sources)}")
-    return notes
+    notes, idle = [], []
+    acted = tally.unset_used_names()
+    for name in sorted(set(policy.unset)):
+        used = name in acted
+        if name in overridden:
+            of = names(overridden[name])
+            notes.append(f"unset of {name} has no effect where it is an override of {of}"
+                         if used else f"unset of {name} has no effect: it is an override of {of}")
+        elif not used:
+            idle.append(name)
+    shown = listed(notes[:LIST_LIMIT], len(notes), ". ")
+    if idle:
+        which = "that rule" if len(idle) == 1 else "those rules"
+        shown = ". ".join(filter(None, [shown, (
+            f"unset of {names(idle)} has no effect: without it, no higher policy's "
+            f"defaults would add {which} on any target")]))
+    return [shown] if shown else []
 
 
 def _added(policy: CompiledAccessPolicy, held: list[str]) -> str:
@@ -88,7 +113,7 @@ def _added(policy: CompiledAccessPolicy, held: list[str]) -> str:
 def enforced(policy: CompiledAccessPolicy, tally: Tally) -> StatusCondition:
     """The Enforced condition from the policy's parts in the targets in scope: their
     sums, of which the lists are read only as far as a message shows them."""
-    notes = _unset_notes(tally)
+    notes = _unset_notes(policy, tally)
     errors = tally.error_lines.order
     if errors:
         shown = listed(errors[:3], len(errors), "; ")
@@ -113,8 +138,11 @@ def enforced(policy: CompiledAccessPolicy, tally: Tally) -> StatusCondition:
                                message=". ".join([text, *notes]))
     if not held_names:
         winners = tally.winners
-        who = f" by {listed(winners.order[:LIST_LIMIT], len(winners))}" if winners else ""
-        text = f"Policy has been overridden{who}: {causes}"
+        if winners and not tally.unclaimed:
+            who = listed(winners.order[:LIST_LIMIT], len(winners))
+            text = f"Policy has been overridden by {who}: {causes}"
+        else:  # some rule is out for a reason of its own: none won over it
+            text = f"Policy is not in force on any target: {causes}"
         return StatusCondition(type="Enforced", status="False", reason="Overridden",
                                message=". ".join([text, *notes]))
     text = f"Policy has been partially enforced. Rules not in force everywhere: {causes}" + \

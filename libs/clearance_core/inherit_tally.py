@@ -4,12 +4,13 @@ current target by target (CONTRACT 6).
 A policy's ``Enforced`` condition (:mod:`clearance_core.inherit_status`) depends on the
 effective policies of every target in its scope only through a few sums: which of its
 rules are held somewhere, which fates its other rules met (their causes, and who won),
-the ``when`` errors, whether its ``unset`` was ignored and which overrides its ``unset``
-named. A :class:`Part` is one target's share of those sums; a :class:`Tally` adds the parts
-of every target in scope, keeping what messages list in order. The inheritance index
-replaces a target's parts whenever it recomputes the target, so a policy's conditions
-cost the first items of its tally — never a walk over its scope, which for a Fleet policy
-is every target: one namespace changing then costs the same on a fleet of any size.
+the ``when`` errors, whether its ``unset`` was ignored, which of its ``unset`` names kept a
+default out and which overrides its ``unset`` named. A :class:`Part` is one target's share
+of those sums; a :class:`Tally` adds the parts of every target in scope, keeping what
+messages list in order. The inheritance index replaces a target's parts whenever it
+recomputes the target, so a policy's conditions cost the first items of its tally — never
+a walk over its scope, which for a Fleet policy is every target: one namespace changing
+then costs the same on a fleet of any size.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ class Part(NamedTuple):
     unset_ignored: bool
     #: (rule it unsets, source of the override holding that rule here).
     unset_overrides: frozenset[tuple[str, str]]
+    #: The names of its ``unset`` that kept a higher policy's default out here.
+    unset_used: frozenset[str] = frozenset()
 
 
 class Shape(NamedTuple):
@@ -45,16 +48,20 @@ class Shape(NamedTuple):
     key: str
     names: tuple[str, ...]  # its rule names, each once
     unset: tuple[str, ...]
+    unset_names: frozenset[str]  # the same, as a set (for set operations)
 
 
 def shape(policy: CompiledAccessPolicy) -> Shape:
-    return Shape(policy.key, tuple(policy.rule_names()), policy.unset)
+    return Shape(policy.key, tuple(policy.rule_names()), policy.unset, frozenset(policy.unset))
 
 
 _NONE: frozenset[tuple[str, str]] = frozenset()
 
 
-def part(of: Shape, effective: EffectivePolicy) -> Part:
+def part(of: Shape, effective: EffectivePolicy,
+         kept: list[tuple[int, frozenset[str]]] | None = None) -> Part:
+    """``kept``: the target's :meth:`~EffectivePolicy.kept_sets`, when several parts of
+    one target are computed."""
     key, rules = of.key, effective.rules
     held: list[str] = []
     fates: list[tuple[str, Fate]] = []
@@ -70,7 +77,8 @@ def part(of: Shape, effective: EffectivePolicy) -> Part:
         (name, found.source) for name in of.unset
         if (found := rules.get(name)) is not None and found.block == "overrides")
     return Part(tuple(held), tuple(fates), effective.errors.get(key) if effective.errors
-                else None, key in effective.unset_ignored, overrides)
+                else None, key in effective.unset_ignored, overrides,
+                effective.unset_used(key, of.unset_names, kept))
 
 
 def _bump(counts: dict[_K, int], key: _K, by: int) -> bool:
@@ -92,8 +100,9 @@ class Tally:
     each counts. ``version`` moves exactly when one of those moves, so the conditions
     of a policy whose version stayed are the same."""
 
-    __slots__ = ("cause_rules", "causes", "error_lines", "errors", "fates", "held", "parts",
-                 "unset_ignored", "unset_overrides", "version", "winners")
+    __slots__ = ("bys", "cause_rules", "causes", "error_lines", "errors", "fates", "held",
+                 "parts", "unclaimed", "unset_ignored", "unset_overrides", "unset_used",
+                 "version", "winners")
 
     def __init__(self) -> None:
         self.parts: dict[Target, Part] = {}
@@ -106,14 +115,23 @@ class Tally:
         #: The same as the message lists them: "<target>: <error>", in order.
         self.error_lines = Ordered()
         #: The causes of the fates (in order; each counted once per (rule, fate)), the
-        #: rules that met each, and the policies that won (each once per (rule, fate)).
+        #: rules that met each, the fates' lists of policies (each counted once per
+        #: (rule, fate)) and the policies that won (each once per distinct list: a Fleet
+        #: default block of 1,000 rules that 200 policies unset is one list, not 200,000
+        #: winners to count at each change).
         self.causes = Ordered()
         self.cause_rules: dict[str, dict[str, int]] = {}
+        self.bys: dict[tuple[str, ...], int] = {}
         self.winners = Ordered()
+        #: (rule, fate) pairs that name no other policy (a ``when``, its own overrides)
+        self.unclaimed = 0
         #: targets where the policy's ``unset`` was ignored
         self.unset_ignored = 0
         #: (rule unset, override source) -> targets
         self.unset_overrides: dict[tuple[str, str], int] = {}
+        #: the names of the policy's unset that kept a higher default out, as one set per
+        #: target (mostly the same set: the whole list) -> targets
+        self.unset_used: dict[frozenset[str], int] = {}
         self.version = 0
 
     @classmethod
@@ -123,6 +141,10 @@ class Tally:
         for effective in scope:
             tally.put(effective.target, part(shape(policy), effective))
         return tally
+
+    def unset_used_names(self) -> frozenset[str]:
+        """The names of the policy's unset that kept a default out on some target."""
+        return frozenset().union(*self.unset_used)
 
     def __len__(self) -> int:
         return len(self.parts)
@@ -136,9 +158,12 @@ class Tally:
         other.error_lines = self.error_lines.clone()
         other.causes = self.causes.clone()
         other.cause_rules = {text: dict(rules) for text, rules in self.cause_rules.items()}
+        other.bys = dict(self.bys)
         other.winners = self.winners.clone()
+        other.unclaimed = self.unclaimed
         other.unset_ignored = self.unset_ignored
         other.unset_overrides = dict(self.unset_overrides)
+        other.unset_used = dict(self.unset_used)
         other.version = self.version
         return other
 
@@ -163,6 +188,8 @@ class Tally:
                 moved = True
         for unset in found.unset_overrides:
             moved |= _bump(self.unset_overrides, unset, by)
+        if found.unset_used:
+            moved |= _bump(self.unset_used, found.unset_used, by)
         if found.unset_ignored:
             self.unset_ignored += by
             moved |= self.unset_ignored == (1 if by > 0 else 0)
@@ -183,15 +210,18 @@ class Tally:
         _bump(rules, name, by)
         if not rules:
             del self.cause_rules[text]
-        for winner in set(fate.by):
-            self.winners.count(winner, by)
+        if not fate.by:
+            self.unclaimed += by
+        elif _bump(self.bys, fate.by, by):  # a list of policies appeared or vanished
+            for winner in set(fate.by):
+                self.winners.count(winner, by)
 
 
 def _same_provenance(old: EffectivePolicy, new: EffectivePolicy) -> bool:
     """Whether every part is the same in both (given the same shapes)."""
     if (old.policies != new.policies or old.unset_ignored != new.unset_ignored
             or old.errors != new.errors or len(old.rules) != len(new.rules)
-            or old.fates != new.fates):
+            or old.fates != new.fates or old.kept_out != new.kept_out):
         return False
     for (name, before), (other, after) in zip(old.rules.items(), new.rules.items(),
                                               strict=True):
@@ -255,7 +285,8 @@ class Tallies:
                 return []
             parts = {stale: part(self._shapes[stale], new)}
         else:
-            parts = {key: part(self._shapes[key], new) for key in new.policies}
+            kept = new.kept_sets() if new.kept_out else None
+            parts = {key: part(self._shapes[key], new, kept) for key in new.policies}
         changed = [key for key in (old.policies if old is not None else ())
                    if key not in parts and (new is None or key not in new.policies)]
         changed += [key for key, found in parts.items()

@@ -25,20 +25,26 @@ def names(items: Iterable[str]) -> str:
     return listed(unique[:LIST_LIMIT], len(unique))
 
 
+_ATOMIC = {"defaults": "its atomic defaults", "rules": "its rules (atomic defaults)"}
+
+
 # A Fleet policy's status names a cause per policy that won over it, recomputed whenever
 # one of them moves: the same fates come back event after event.
 @functools.lru_cache(maxsize=1 << 16)
 def cause(fate: Fate) -> str:
-    """Why a rule is not held somewhere, as the Enforced message says it."""
+    """Why a rule is not held somewhere, as the Enforced message says it: the real cause,
+    never the policy itself as a winner (:class:`~clearance_core.merge.Fate`)."""
     if fate.kind == "unset":
         return f"unset by {names(fate.by)}" if fate.by else "unset"
-    if fate.kind == "when_false":
-        return "not applied because its when condition is false"
-    if fate.kind == "when_error":
-        return "not applied because its when condition failed"
+    if fate.kind in ("when_false", "when_error"):
+        outcome = "is false" if fate.kind == "when_false" else "failed"
+        return f"not applied: spec.{fate.block or 'defaults'}.when {outcome}"
     if fate.kind == "not_applied":
-        return (f"not applied: lower policies set rules ({names(fate.by)})" if fate.by
-                else "not applied")
+        block = _ATOMIC.get(fate.block or "defaults", "its atomic defaults")
+        return (f"not applied: {block} were replaced as a whole by the rules of "
+                f"{names(fate.by)}" if fate.by else "not applied")
+    if fate.kind == "replaced":
+        return "replaced by its own atomic overrides"
     return f"overridden by {names(fate.by)}" if fate.by else "overridden"
 
 

@@ -88,10 +88,7 @@ class InheritReads:
             return EffectivePolicy(target=target)  # no AccessPolicy on its path
         effective = decode_effective(_bytes(found))
         if effective.target != target:  # derived: the cluster's rules, under its name
-            effective = EffectivePolicy(
-                target=target, rules=effective.rules, unset=effective.unset,
-                policies=effective.policies, fates=effective.fates,
-                errors=effective.errors, unset_ignored=effective.unset_ignored)
+            effective = msgspec.structs.replace(effective, target=target)
         return effective
 
     async def excluded(self, target: Target) -> list[ExcludedPolicy]:

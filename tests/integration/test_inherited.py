@@ -205,6 +205,40 @@ async def test_policy_status_reports_rfc_0009_conditions(system: System) -> None
     assert missing["error"]["code"] == "not_found"
 
 
+async def test_policy_status_names_each_rules_real_cause(system: System) -> None:
+    """Over NATS, as the compiler computed and stored it: a constraint whose ``when`` is
+    false everywhere is "not in force", not "overridden by" the lower rule it lets stand,
+    and an ``unset`` that keeps nothing out says so."""
+    guard = "has(self.rules.metrics) && self.rules.metrics.permissions.viewMetrics == true"
+    system.write("causes.yaml", access_policy(
+        "no-metrics", namespace="team-c", target=("Cluster", "east"),
+        created="2026-01-04T00:00:00Z",
+        overrides=block({"metrics": rule(groups=["dev"], view=True, metrics=False)},
+                        strategy="merge", when=guard)),
+        access_policy("complies", namespace="team-n", target=("Namespace", "east", "shop"),
+                      created="2026-01-05T00:00:00Z",
+                      rules={"metrics": rule(groups=["dev"], view=True, metrics=False)},
+                      unset=["nothing-above"]))
+    await system.settle()
+
+    async def enforced(namespace: str, name: str) -> dict[str, Any]:
+        status = await system.request("clearance.v1.policy-status", {
+            "kind": "AccessPolicy", "namespace": namespace, "name": name})
+        found: dict[str, Any] = next(c for c in status["conditions"]
+                                     if c["type"] == "Enforced")
+        return found
+
+    constraint = await enforced("team-c", "no-metrics")
+    assert (constraint["status"], constraint["reason"]) == ("False", "Overridden")
+    assert constraint["message"] == ("Policy is not in force on any target: metrics (not "
+                                     "applied: spec.overrides.when is false)")
+    intent = await enforced("team-n", "complies")
+    assert intent["reason"] == "Enforced"
+    assert intent["message"].endswith(
+        "unset of nothing-above has no effect: without it, no higher policy's defaults "
+        "would add that rule on any target")
+
+
 async def test_an_invalid_policy_is_reported_and_withdrawn_whole(system: System) -> None:
     assert system.nc is not None
     received: list[dict[str, Any]] = []

@@ -75,5 +75,5 @@ def test_a_fate_that_moves_while_every_rule_keeps_its_source_moves_the_status() 
     assert "t/high" in change.moved
     after = status_of(index, "t/high")
     assert after == scanned(index)["t/high"] != before
-    assert after is not None and "not applied: lower policies set rules (t/low)" in \
-        after[1].message
+    assert after is not None and "x (not applied: its atomic defaults were replaced as a " \
+        "whole by the rules of t/low)" in after[1].message
