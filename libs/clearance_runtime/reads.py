@@ -6,6 +6,9 @@ service names no key and calls no Redis method; keys come from :mod:`.keys`.
   principal's identity: from the in-memory mirror of the compiled state
   (:mod:`.mirror`, kept current from the change records), or with the mirror off, the
   Lua script of :mod:`.snapshot`;
+- :meth:`Reads.state_view` — the whole compiled state at one revision, for a question
+  about every principal at once (``who-can-see``): who the indexes name, and each one's
+  snapshot exactly as :meth:`Reads.snapshot` reads it;
 - :meth:`Reads.effective_groups` — the groups a review or a search is answered for: the
   same definition as a check's identity
   (:func:`clearance_core.principal.effective_groups`), from the same Group memberships;
