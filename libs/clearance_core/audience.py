@@ -47,14 +47,17 @@ class Subject(NamedTuple):
 
 
 def question(cluster: str, type_name: str | None, namespace: str | None) -> Resource:
-    """The resource a check asks about: the cluster itself (no type); the namespace item
-    itself (no type, a namespace); or every item of the type (in that namespace)."""
+    """The resource a check asks about: the cluster itself (no type, or type ``cluster``:
+    it lives in no namespace); the namespace item itself (no type, a namespace); or every
+    item of the type (in that namespace)."""
     if not cluster:
         raise BadRequest("cluster must not be empty")
     if type_name is not None and not type_name:
         raise BadRequest("type must not be empty (omit it to ask about the cluster)")
     if namespace is not None and not namespace:
         raise BadRequest("namespace must not be empty (omit it to ask cluster-wide)")
+    if type_name is not None and singular(type_name) == "cluster":
+        return Resource(type="cluster", name=cluster, cluster=cluster)  # in no namespace
     if type_name is None:
         if namespace is None:
             return Resource(type="cluster", name=cluster, cluster=cluster)

@@ -116,6 +116,7 @@ QUESTIONS: list[dict[str, Any]] = [
     {"cluster": "prod-us-east", "namespace": "vault"},
     {"cluster": "prod-us-east", "namespace": "payments"},
     {"cluster": "prod-us-east", "type": "nodes"},
+    {"cluster": "prod-us-east", "type": "cluster", "namespace": "shop"},
     {"cluster": "prod-eu-west", "type": "namespaces"},
     {"cluster": "staging-us-east", "type": "pods"},
     {"cluster": "staging-us-east", "type": "pvc", "action": "view_metrics"},

@@ -38,6 +38,8 @@ def test_the_question_is_the_check_a_subject_would_ask() -> None:
     assert question("c1", None, None) == Resource(type="cluster", name="c1", cluster="c1")
     assert question("c1", None, "shop") == Resource(type="namespaces", name="shop",
                                                    cluster="c1")
+    for named in ("cluster", "clusters"):  # the cluster itself, whatever the namespace
+        assert question("c1", named, "shop") == question("c1", None, None)
     assert question("c1", "pods", None) == Resource(type="pods", cluster="c1")
     assert question("c1", "pods", "shop") == Resource(type="pods", cluster="c1",
                                                      namespace="shop")
