@@ -6,7 +6,10 @@ Complete by construction and exact: the subjects come from the indexes of one st
 MonitorAccessPolicy indexes, the effective AccessPolicies of the question's targets, the
 Group memberships, the RBAC bindings), and each is decided by the very code a check's
 cache miss runs (``Decider``), on the snapshot that check would read — so no answer here
-can differ from ``clearance.v1.check`` for the same principal.
+can differ from ``clearance.v1.check`` for the same principal. A whole namespaced type
+asked without a namespace is about items in every namespace: its snapshots hold every
+Namespace target of the cluster (read once, shared), whatever of them the evaluation
+weighs.
 
 Bounded: at most ``MAX_AUDIENCE`` subjects (more is a ``bad_request`` naming the limit),
 one question at a time per process, and the subjects are decided in slices that let the
@@ -85,7 +88,8 @@ class Audience:
         if not view.knows(cluster):
             raise NotFound(f"cluster {cluster!r} is not in the inventory (no ManagedCluster "
                            "of that name)")
-        names = self._names(view, cluster, namespace, spans_namespaces(check.resource))
+        spans = spans_namespaces(check.resource)
+        names, targets = self._names(view, cluster, namespace, spans)
         bound_users, bound_groups = rbac.named([cluster])
         names.add(users=bound_users, groups=bound_groups)
         names.add_members(view.members())
@@ -103,6 +107,8 @@ class Audience:
             for principal in principals[start:start + SLICE]:
                 snapshot, identity = view.snapshot(principal, clusters=[cluster],
                                                    namespaces=read)
+                if spans:  # items in any namespace: every Namespace target, read once
+                    snapshot.namespace_effective = targets.namespace_effective
                 decided.append(self._decide(snapshot, identity, check, cluster=cluster,
                                             namespace=namespace, now=now))
             if not last:
@@ -117,10 +123,12 @@ class Audience:
             revision=view.revision)
 
     @staticmethod
-    def _names(view: StateView, cluster: str, namespace: str | None, spans: bool) -> Names:
+    def _names(view: StateView, cluster: str, namespace: str | None, spans: bool
+               ) -> tuple[Names, Snapshot]:
         """The names the question's policies hold: every MonitorAccessPolicy's subjects,
         and the subjects of the effective AccessPolicy rules a check on it reads (with
-        ``spans``, those of every Namespace target of the cluster too)."""
+        ``spans``, those of every Namespace target of the cluster too); and the snapshot
+        holding those targets."""
         names = Names()
         users, service_accounts, groups = view.named()
         names.add(users=users, service_accounts=service_accounts, groups=groups)
@@ -131,7 +139,7 @@ class Audience:
         if spans:
             for effective in targets.namespaces_with_policies(cluster).values():
                 names.add_rules(effective.rules.values())
-        return names
+        return names, targets
 
     def _decide(self, snapshot: Snapshot, identity: Identity, check: BatchItem, *,
                 cluster: str, namespace: str | None, now: float) -> CheckResult:
