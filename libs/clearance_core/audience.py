@@ -32,13 +32,12 @@ from typing import NamedTuple
 
 from clearance_core.errors import BadRequest
 from clearance_core.merge import EffectiveRule
-from clearance_core.principal import service_account_groups
+from clearance_core.principal import SA_PREFIX, service_account_groups
 from clearance_core.resources import CLUSTER_SCOPED, singular
 from clearance_core.wire import Principal, Resource, SubjectKind
 
 #: The username "others" and group subjects are asked as (another if something names it).
 UNNAMED = "clearance:who-can-see:anyone"
-_KIND_ORDER: dict[SubjectKind, int] = {"user": 0, "group": 1, "serviceaccount": 2}
 
 
 class Subject(NamedTuple):
@@ -104,10 +103,11 @@ class Names:
         username that is a service account's is one (it gets that account's groups), by
         whatever field named it."""
         usernames = self.users | self.service_accounts
-        found = [Subject("serviceaccount" if service_account_groups(name) else "user", name)
-                 for name in usernames]
-        found += [Subject("group", name) for name in self.groups]
-        return sorted(found, key=lambda s: (_KIND_ORDER[s.kind], s.name))
+        accounts = {name for name in usernames
+                    if name.startswith(SA_PREFIX) and service_account_groups(name)}
+        return [*(Subject("user", name) for name in sorted(usernames - accounts)),
+                *(Subject("group", name) for name in sorted(self.groups)),
+                *(Subject("serviceaccount", name) for name in sorted(accounts))]
 
     def taken(self) -> set[str]:
         """Every username a principal could be named by here."""

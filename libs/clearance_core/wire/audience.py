@@ -24,8 +24,10 @@ class WhoCanSeeRequest(RequestBase, kw_only=True):
     action: Action = "view"
 
 
-class SubjectDecision(msgspec.Struct, kw_only=True, frozen=True):
-    """What ``check`` answers for one subject alone, and the policy that decided."""
+class SubjectDecision(msgspec.Struct, kw_only=True, frozen=True, gc=False):
+    """What ``check`` answers for one subject alone, and the policy that decided.
+    (Strings only, so never in a cycle: an answer holds tens of thousands of them, which
+    the cyclic collector need not walk.)"""
 
     kind: SubjectKind
     name: str

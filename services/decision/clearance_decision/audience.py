@@ -26,7 +26,6 @@ import time
 from clearance_core.audience import (
     UNNAMED,
     Names,
-    Subject,
     principal_of,
     question,
     spans_namespaces,
@@ -38,6 +37,7 @@ from clearance_core.resources import place_of
 from clearance_core.wire import (
     BatchItem,
     CheckResult,
+    DecisionKind,
     OthersDecision,
     Principal,
     SubjectDecision,
@@ -99,27 +99,33 @@ class Audience:
                 f"{len(subjects)} subjects are named for this question, more than the limit "
                 f"of {MAX_AUDIENCE} in one who-can-see answer")
         nobody = unnamed(names.taken())
-        principals = [*(principal_of(s, nobody) for s in subjects), Principal(username=nobody)]
+        everyone = [*subjects, None]  # None: others
         read = [] if namespace is None else [namespace]
         now = time.time()
-        decided: list[CheckResult] = []
-        for start in range(0, len(principals), SLICE):
-            for principal in principals[start:start + SLICE]:
+        # (decision, policy) only: tens of thousands of results kept whole would be
+        # objects for the cyclic collector to walk until the answer is sent.
+        decided: list[tuple[DecisionKind, str | None]] = []
+        for start in range(0, len(everyone), SLICE):
+            for subject in everyone[start:start + SLICE]:
+                principal = Principal(username=nobody) if subject is None else \
+                    principal_of(subject, nobody)
                 snapshot, identity = view.snapshot(principal, clusters=[cluster],
                                                    namespaces=read)
                 if spans:  # items in any namespace: every Namespace target, read once
                     snapshot.namespace_effective = targets.namespace_effective
-                decided.append(self._decide(snapshot, identity, check, cluster=cluster,
-                                            namespace=namespace, now=now))
+                result = self._decide(snapshot, identity, check, cluster=cluster,
+                                      namespace=namespace, now=now)
+                decided.append((result.decision, result.policy))
             if not last:
                 await asyncio.sleep(0)  # let other requests through between slices
                 if view.moved:
                     return None
-        others = decided.pop()
+        others, policy = decided.pop()
         return WhoCanSeeReply(
-            subjects=[_row(subject, result)
-                      for subject, result in zip(subjects, decided, strict=True)],
-            others=OthersDecision(decision=others.decision, policy=others.policy),
+            subjects=[SubjectDecision(kind=subject.kind, name=subject.name, decision=decision,
+                                      policy=by)
+                      for subject, (decision, by) in zip(subjects, decided, strict=True)],
+            others=OthersDecision(decision=others, policy=policy),
             revision=view.revision)
 
     @staticmethod
@@ -150,7 +156,3 @@ class Audience:
             snapshot, identity, check, pkey="", cluster=cluster, namespace=namespace,
             key="", now=now, entries=[], trace_key=None)
 
-
-def _row(subject: Subject, result: CheckResult) -> SubjectDecision:
-    return SubjectDecision(kind=subject.kind, name=subject.name, decision=result.decision,
-                           policy=result.policy)
