@@ -222,6 +222,13 @@ class ClearanceClient:
         return await self._call(wire.SUBJECT_EFFECTIVE_SIMULATE, request, wire.SimulateReply,
                                 **options)
 
+    async def who_can_see(self, request: wire.WhoCanSeeRequest,
+                          **options: Unpack[CallOptions]) -> wire.WhoCanSeeReply:
+        """Every subject a policy or binding names for the cluster (namespace, type), with
+        the decision ``check`` gives it alone, and ``others``: anyone named nowhere."""
+        return await self._call(wire.SUBJECT_WHO_CAN_SEE, request, wire.WhoCanSeeReply,
+                                **options)
+
     # -- one request ----------------------------------------------------------------------
 
     async def request(self, subject: str, request: RequestBase, reply_type: type[R],
@@ -305,6 +312,7 @@ METHODS: dict[str, str] = {
     wire.SUBJECT_CACHE_CLEAR: "cache_clear", wire.SUBJECT_POLICY_STATUS: "policy_status",
     wire.SUBJECT_EFFECTIVE: "effective", wire.SUBJECT_EFFECTIVE_REACH: "effective_reach",
     wire.SUBJECT_EFFECTIVE_SIMULATE: "effective_simulate",
+    wire.SUBJECT_WHO_CAN_SEE: "who_can_see",
 }
 
 

@@ -59,6 +59,8 @@ class BindingIndex:
         # Role -> bindings: every binding, and per namespace ("" holds the CRBs).
         self._by_role: dict[RoleKey, set[BindingId]] = defaultdict(set)
         self._by_ns_role: dict[tuple[str, RoleKey], set[BindingId]] = defaultdict(set)
+        # Namespace -> its RoleBindings (who-can-see lists the subjects of one namespace's).
+        self._rb_in: dict[str, set[BindingId]] = defaultdict(set)
 
     def put(self, binding: Binding) -> None:
         """Add or replace a binding."""
@@ -70,6 +72,8 @@ class BindingIndex:
         ns = binding.namespace
         self._by_role[bound.role].add(bid)
         self._by_ns_role[ns, bound.role].add(bid)
+        if ns:
+            self._rb_in[ns].add(bid)
         for is_group, names in ((False, bound.users), (True, bound.groups)):
             for name in names:
                 if ns:
@@ -87,6 +91,8 @@ class BindingIndex:
         ns = bound.binding.namespace
         _discard(self._by_role, bound.role, bid)
         _discard(self._by_ns_role, (ns, bound.role), bid)
+        if ns:
+            _discard(self._rb_in, ns, bid)
         for is_group, names in ((False, bound.users), (True, bound.groups)):
             for name in names:
                 if not ns:
@@ -119,6 +125,16 @@ class BindingIndex:
         for group in groups:
             found.update(self._rb_namespaces.get((True, group), ()))
         return found
+
+    def named(self, namespaces: Iterable[str]) -> tuple[set[str], set[str]]:
+        """(users, groups) every ClusterRoleBinding names, and every RoleBinding in one of
+        ``namespaces``; service accounts as their usernames."""
+        users, groups = set(self._crb_user), set(self._crb_group)
+        for namespace in namespaces:
+            for bid in self._rb_in.get(namespace, ()):
+                users.update(self.bound[bid].users)
+                groups.update(self.bound[bid].groups)
+        return users, groups
 
     def of_role(self, role: RoleKey, namespace: str | None = None) -> Iterable[Bound]:
         """The bindings referencing ``role``: all, or those in ``namespace`` ("": CRBs)."""

@@ -174,6 +174,11 @@ class RbacIndex:
         object for them is known)."""
         return self._bindings.namespaces(username, groups)
 
+    def named(self, namespaces: Iterable[str]) -> tuple[set[str], set[str]]:
+        """(users, groups) named by every ClusterRoleBinding and by the RoleBindings in
+        ``namespaces`` (service accounts as their usernames), whatever their roles allow."""
+        return self._bindings.named(namespaces)
+
     def scoped_rules(
         self, username: str, groups: Iterable[str], namespace: str
     ) -> list[tuple[bool, PolicyRule]]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -320,6 +320,22 @@ class StateMirror:
         if self._access:
             self._inherited(snapshot, wanted, namespaces)
         return snapshot
+
+    @property
+    def generation(self) -> int:
+        """Moves with every change applied: a reader that awaited can tell whether the
+        state it read is still the mirror's."""
+        return self._generation
+
+    def named(self) -> tuple[Collection[str], Collection[str], Collection[str]]:
+        """(users, service accounts, groups) some MonitorAccessPolicy names: the keys of
+        the policy indexes (call right after :meth:`current`; read, never keep)."""
+        return self._by_user.keys(), self._by_sa.keys(), self._by_group.keys()
+
+    def members(self) -> Mapping[str, Collection[str]]:
+        """group -> the users (usernames or emails) its OpenShift Group lists (as
+        :meth:`named`)."""
+        return self._groups
 
     def _matcher(self) -> Matcher:
         generation, policies, labels = self._generation, self.policies, self.labels

@@ -6,6 +6,9 @@ service names no key and calls no Redis method; keys come from :mod:`.keys`.
   principal's identity: from the in-memory mirror of the compiled state
   (:mod:`.mirror`, kept current from the change records), or with the mirror off, the
   Lua script of :mod:`.snapshot`;
+- :meth:`Reads.state_view` — the whole compiled state at one revision, for a question
+  about every principal at once (``who-can-see``): who the indexes name, and each one's
+  snapshot exactly as :meth:`Reads.snapshot` reads it;
 - :meth:`Reads.effective_groups` — the groups a review or a search is answered for: the
   same definition as a check's identity
   (:func:`clearance_core.principal.effective_groups`), from the same Group memberships;
@@ -22,7 +25,7 @@ decision service answers it with :func:`unavailable`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 import msgspec
@@ -42,7 +45,7 @@ from clearance_runtime.rbac_store import RbacFollower
 from clearance_runtime.snapshot import Snapshot, SnapshotReader
 from clearance_runtime.state import decode_policy, decode_source
 
-__all__ = ["STORE_OUTAGES", "Counts", "Reads", "Snapshot", "unavailable"]
+__all__ = ["STORE_OUTAGES", "Counts", "Reads", "Snapshot", "StateView", "unavailable"]
 _labels = msgspec.json.Decoder(dict[str, str])
 
 
@@ -178,11 +181,8 @@ class Reads:
         """:meth:`snapshot` from the mirror as it stands, right after :meth:`current`
         returned ``revision`` (with no await in between)."""
         assert self.mirror is not None
-        asserted = effective_groups(principal.username, principal.groups, ())
-        snapshot = self.mirror.snapshot(
-            revision=revision, username=principal.username, email=principal.email,
-            groups=sorted(asserted), clusters=clusters, namespaces=namespaces)
-        return snapshot, identity_of(principal, snapshot.member_of)
+        return _snapshot_of(self.mirror, principal, revision, clusters=clusters,
+                            namespaces=namespaces)
 
     async def effective_groups(
         self, username: str, given: Iterable[str], email: str | None = None
@@ -192,6 +192,13 @@ class Reads:
         member = await self._r.sunion([keys.member_of(n) for n in names]) if names else set()
         return sorted(effective_groups(username, given, map(_text, member)))
 
+    async def state_view(self) -> StateView:
+        """The whole compiled state at one revision, for a question about every principal
+        at once (``who-can-see``): the mirror brought current, or, without one, a mirror
+        of the request's own loaded whole (one atomic read of the state)."""
+        mirror = self.mirror if self.mirror is not None else StateMirror(self._r)
+        return StateView(mirror, await mirror.current())
+
     # RBAC ------------------------------------------------------------------------------
 
     async def rbac_index(self) -> RbacIndex:
@@ -199,3 +206,50 @@ class Reads:
         called, so at least any revision a request waited for — updated from the RBAC
         change log, entry by entry, when the compiler's RBAC revision moves."""
         return await self._rbac.index()
+
+
+def _snapshot_of(mirror: StateMirror, principal: Principal, revision: int, *,
+                 clusters: Sequence[str] | None,
+                 namespaces: Sequence[str] | None) -> tuple[Snapshot, Identity]:
+    asserted = effective_groups(principal.username, principal.groups, ())
+    snapshot = mirror.snapshot(
+        revision=revision, username=principal.username, email=principal.email,
+        groups=sorted(asserted), clusters=clusters, namespaces=namespaces)
+    return snapshot, identity_of(principal, snapshot.member_of)
+
+
+class StateView:
+    """The compiled state at one revision. With the decision service's own mirror it
+    holds until the mirror's next catch-up, which an await may let in: a reader that
+    awaits between reads asks :attr:`moved` before trusting what it read. Snapshots
+    taken from it stay as they were taken."""
+
+    def __init__(self, mirror: StateMirror, revision: int) -> None:
+        self._mirror = mirror
+        self._generation = mirror.generation
+        #: The system revision the state reflects (a reply's ``revision``).
+        self.revision = revision
+
+    @property
+    def moved(self) -> bool:
+        """Whether the mirror changed since the view was taken (its reads are then of
+        another state)."""
+        return self._mirror.generation != self._generation
+
+    def knows(self, cluster: str) -> bool:
+        """Whether the inventory holds the cluster (a ManagedCluster)."""
+        return cluster in self._mirror.labels
+
+    def named(self) -> tuple[Collection[str], Collection[str], Collection[str]]:
+        """(users, service accounts, groups) some MonitorAccessPolicy names."""
+        return self._mirror.named()
+
+    def members(self) -> Mapping[str, Collection[str]]:
+        """group -> the users its OpenShift Group lists."""
+        return self._mirror.members()
+
+    def snapshot(self, principal: Principal, *, clusters: Sequence[str] | None,
+                 namespaces: Sequence[str] | None = ()) -> tuple[Snapshot, Identity]:
+        """Exactly what :meth:`Reads.snapshot` reads for ``principal``, at this state."""
+        return _snapshot_of(self._mirror, principal, self.revision, clusters=clusters,
+                            namespaces=namespaces)

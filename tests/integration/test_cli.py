@@ -53,6 +53,8 @@ QUESTIONS: dict[str, tuple[list[str], str, list[str]]] = {
     "can-i --list": (["can-i", "--list", "-n", "shop", *BOB], "status",
                      ["RESOURCES", "NON-RESOURCE-URLS"]),
     "who-can": (["who-can", "list", "pods", "-n", "shop"], "users", ["KIND", "NAME"]),
+    "who-can-see": (["who-can-see", "prod-us-east", "--type", "pods", "-n", "shop"],
+                    "subjects", ["KIND", "NAME", "DECISION", "POLICY"]),
     "filter": (["filter", *BOB, "--cluster", "staging-us-east", "--type", "pvc", "pvcs.json"],
                "items", ["partial:", "1", "of", "2", "visible"]),
     "metrics": (["metrics", *BOB, "--cluster", "staging-us-east", "metrics.yaml"], "metrics",
@@ -125,6 +127,13 @@ def test_answers_in_the_tables(fleet: dict[str, str], files: Path) -> None:
     assert [line.split() for line in who] == [
         ["User", "system:serviceaccount:shop:ci"], ["Group", "developers"],
         ["Group", "platform-team"]]
+    seeing = {tuple(line.split()[:2]): line.split()[2:] for line in
+              clearance(fleet, *QUESTIONS["who-can-see"][0]).stdout.splitlines()[1:]}
+    assert seeing["user", "bob"] == ["partial", "shop/shop-intent"]
+    assert seeing["user", "dave"] == ["deny", "clusterpulse/contractors-no-production"]
+    assert seeing["group", "developers"] == ["partial", "shop/shop-intent"]
+    assert seeing["others", "*"] == ["deny", "-"]
+    assert list(seeing)[-1] == ("others", "*")
     batch = clearance(fleet, *QUESTIONS["batch"][0], cwd=files).stdout.splitlines()
     assert [line.split()[:4] for line in batch[1:]] == [
         ["0", "cluster", "dev-sandbox", "allow"], ["1", "cluster", "prod-us-east", "deny"]]
@@ -177,7 +186,10 @@ def test_errors_are_one_clear_line_with_a_status_of_2_or_3(fleet: dict[str, str]
     gone = clearance(fleet, "status", "-s", f"nats://127.0.0.1:{port}", "--timeout", "1")
     assert gone.returncode == 3
     assert gone.stderr.startswith(f"error: cannot reach NATS at nats://127.0.0.1:{port}")
-    for done in (refused, nobody, gone):
+    unknown = clearance(fleet, "who-can-see", "nowhere")
+    assert unknown.returncode == 2
+    assert unknown.stderr.startswith("Error from server (not_found): cluster 'nowhere'")
+    for done in (refused, nobody, gone, unknown):
         assert "Traceback" not in done.stderr and done.stdout == ""
 
 

@@ -96,6 +96,8 @@ CALLS: dict[str, Callable[[ClearanceClient], Awaitable[Any]]] = {
         policy={"kind": "AccessPolicy", "metadata": {"namespace": "clearance-system",
                                                      "name": "fleet-baseline"}},
         operation="delete")),
+    wire.SUBJECT_WHO_CAN_SEE: lambda c: c.who_can_see(wire.WhoCanSeeRequest(
+        cluster="prod-us-east", type="pods", namespace="shop")),
 }
 
 
@@ -115,6 +117,10 @@ async def test_every_subject_is_answered_with_its_reply_struct(
     assert "prod-us-east" in permissions.clusters
     reach = await CALLS[wire.SUBJECT_EFFECTIVE_REACH](client)
     assert {t.name for t in reach.targets} >= {"fleet"}
+    who = await CALLS[wire.SUBJECT_WHO_CAN_SEE](client)
+    assert wire.SubjectDecision(kind="user", name="bob", decision="partial",
+                                policy="shop/shop-intent") in who.subjects
+    assert who.others == wire.OthersDecision(decision="deny", policy=None)
 
 
 async def test_error_replies_raise_the_contracts_errors_never_answers(
@@ -122,6 +128,8 @@ async def test_error_replies_raise_the_contracts_errors_never_answers(
     with pytest.raises(NotFound):
         await client.policy_status(wire.PolicyStatusRequest(
             kind="AccessPolicy", namespace="platform", name="no-such-policy"))
+    with pytest.raises(NotFound, match="nowhere"):
+        await client.who_can_see(wire.WhoCanSeeRequest(cluster="nowhere"))
     with pytest.raises(BadRequest, match="length <= 10000"):
         await client.check_batch(wire.BatchRequest(principal=SRE, checks=[
             wire.BatchItem(action="view", resource=_cluster("x"))] * 10_001))

@@ -181,7 +181,7 @@ async def test_console_views_and_playground(browser: WebDriver, clean_servers: S
         revision = await system.settle(timeout=30)
         await live_numbers_move(page, system, revision)
         await policies_by_state(page, system)
-        await playground(page)
+        await playground(page, system)
     finally:
         for process in (console, services):
             if process is not None:
@@ -243,25 +243,10 @@ async def policies_by_state(page: Page, system: System) -> None:
     await page.shoot("policies")
 
 
-async def playground(page: Page) -> None:
+async def playground(page: Page, system: System) -> None:
+    await who_can_see(page, system)
+    await user_view(page)
     driver = page.driver
-    await page.ask("who", {"cluster": "prod-us-east"})
-    seen = await off_loop(attributes, driver, "#who-table tbody tr", "data-principal")
-    assert {"user:alice", "user:olivia", "group:platform-team", "group:sre"} <= set(seen)
-    assert "user:bob" not in seen and "user:dave" not in seen  # deny: not listed
-    await page.shoot("who-can-see")
-
-    await page.ask("user", {"username": "bob"})
-    decisions = {c: await off_loop(text, driver, f'#user-clusters tr[data-cluster="{c}"] .pill')
-                 for c in ("dev-sandbox", "staging-us-east", "prod-us-east")}
-    assert decisions == {"dev-sandbox": "allow", "staging-us-east": "allow",
-                         "prod-us-east": "deny"}
-    pods = await off_loop(text, driver,
-                          '#user-clusters tr[data-cluster="staging-us-east"] [data-type="pods"]')
-    assert "partial" in pods and "*-debug" in pods  # the pods filter shown
-    assert await off_loop(text, driver, "#user-types") == "pvc"
-    await page.shoot("user-view")
-
     await page.ask("explain", {"username": "dave", "cluster": "prod-us-east"})
     assert (await off_loop(text, driver, "#explain-decision")).startswith("deny")
     trace = await off_loop(texts, driver, "#explain-trace tbody tr")
@@ -281,6 +266,74 @@ async def playground(page: Page) -> None:
     moved = await off_loop(attributes, driver, "#simulate-status tbody tr", "data-policy")
     assert "platform/production-guardrails" in moved
     await page.shoot("simulate")
+
+
+def principal_of(row: str) -> dict[str, Any]:
+    """The principal a "Who can see" row stands for (``kind:name``): a group as a member
+    of it alone, under a username nothing names."""
+    kind, _, name = row.partition(":")
+    return {"username": "browser-stranger", "groups": [name]} if kind == "group" \
+        else {"username": name}
+
+
+async def who_can_see(page: Page, system: System) -> None:
+    driver = page.driver
+    await page.ask("who", {"cluster": "prod-us-east"})
+    table = "#who-table tbody tr"
+    seen = dict(zip(await off_loop(attributes, driver, table, "data-principal"),
+                    await off_loop(attributes, driver, table, "data-decision"), strict=True))
+    # Complete: allowed and denied, by user, group and service account, and everyone else.
+    assert seen["user:alice"] == seen["group:platform-team"] == "allow"
+    assert seen["user:olivia"] == seen["group:sre"] == "allow"  # an AccessPolicy rule's
+    assert seen["user:dave"] == seen["group:contractors"] == "deny"
+    assert seen["user:bob"] == seen["group:developers"] == "deny"
+    assert seen["user:mallory"] == seen["group:suspended"] == "deny"
+    assert seen["serviceaccount:system:serviceaccount:monitoring:prometheus-bridge"] == "allow"
+    assert seen["others:*"] == "deny"
+    # Correct: each row is what a check answers for that principal.
+    named = {row: decision for row, decision in seen.items() if row != "others:*"}
+    checks = await asyncio.gather(*(system.request("clearance.v1.check", {
+        "principal": principal_of(row), "action": "view",
+        "resource": {"type": "cluster", "name": "prod-us-east"}}) for row in named))
+    assert {row: check["decision"] for row, check in zip(named, checks, strict=True)} == named
+    policy = await off_loop(text, driver, '#who-table tr[data-principal="user:dave"]')
+    assert "clusterpulse/contractors-no-production" in policy
+    allowed = sum(1 for decision in named.values() if decision != "deny")
+    assert (await off_loop(text, driver, "#who-summary")).startswith(
+        f"{allowed} of {len(named)} subjects named for prod-us-east can see it")
+    await page.shoot("who-can-see")
+
+    await page.ask("who", {"cluster": "prod-us-east", "type": "pods", "namespace": "shop"})
+    shop = await off_loop(text, driver, '#who-table tr[data-principal="user:bob"]')
+    assert "partial" in shop and "shop/shop-intent" in shop
+    assert "pods in prod-us-east/shop" in await off_loop(text, driver, "#who-summary")
+
+    await page.ask("who", {"cluster": "nowhere"})
+    refused = await off_loop(text, driver, "#who-result")
+    assert refused.startswith("not_found:") and "'nowhere'" in refused
+    assert await off_loop(driver.find_elements, By.ID, "who-table") == []
+
+
+async def user_view(page: Page) -> None:
+    driver = page.driver
+    await page.ask("user", {"username": "bob"})
+    row = '#user-clusters tr[data-cluster="{}"]'
+    sees = {c: await off_loop(attributes, driver, row.format(c), "data-sees")
+            for c in ("dev-sandbox", "staging-us-east", "prod-us-east", "prod-eu-west")}
+    # prod-us-east: denied as a whole, but its shop namespace shows bob's pods.
+    assert sees == {"dev-sandbox": ["allow"], "staging-us-east": ["allow"],
+                    "prod-us-east": ["partial"], "prod-eu-west": ["deny"]}
+    assert await off_loop(text, driver, row.format("prod-us-east") + " .whole") == "deny"
+    shop = await off_loop(text, driver,
+                          row.format("prod-us-east") + ' [data-namespace="shop"]')
+    assert "pods" in shop and "partial" in shop and "*-debug" in shop
+    pods = await off_loop(text, driver,
+                          row.format("staging-us-east") + ' .types [data-type="pods"]')
+    assert "partial" in pods and "*-debug" in pods  # the pods filter shown
+    assert (await off_loop(text, driver, "#user-summary")).startswith(
+        "bob sees something in 3 of 6 clusters (2 as a whole)")  # qa-west added above
+    assert await off_loop(text, driver, "#user-types") == "pvc"
+    await page.shoot("user-view")
 
 
 async def test_with_a_token_the_page_logs_in_from_the_url_fragment(

@@ -52,7 +52,7 @@ CLIENT = [
 AUTHOR = [
     *CLIENT, "clearance.v1.effective", "clearance.v1.effective.reach",
     "clearance.v1.effective.simulate", "clearance.v1.policy-status", "clearance.v1.policies",
-    "clearance.v1.permissions",
+    "clearance.v1.permissions", "clearance.v1.who-can-see",
 ]
 OPERATOR = [*AUTHOR, "clearance.v1.status", "clearance.v1.cache.clear"]
 GATEWAY = ["clearance.v1.check.batch", "clearance.v1.review.subject"]

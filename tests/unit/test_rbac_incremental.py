@@ -9,7 +9,14 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core.rbac import Binding, Role, RoleKey, parse_binding, parse_role
+from clearance_core.rbac import (
+    Binding,
+    Role,
+    RoleKey,
+    binding_subjects,
+    parse_binding,
+    parse_role,
+)
 from clearance_core.rbac_index import RbacIndex
 from tests.unit.test_rbac import (
     LABELS,
@@ -114,6 +121,8 @@ def assert_same(got: RbacIndex, want: RbacIndex, requests: list[Any]) -> None:
                 username, member_of, namespace)
             assert got.evaluation_error(username, member_of, namespace) == \
                 want.evaluation_error(username, member_of, namespace)
+    for namespace in ("", *NAMESPACES, "ns3"):
+        assert got.named([namespace]) == want.named([namespace])
     for kind, namespaces, names in (("ClusterRole", [""], CLUSTER_ROLES),
                                     ("Role", NAMESPACES, ROLES)):
         for namespace in namespaces:
@@ -139,6 +148,17 @@ def test_any_sequence_of_changes_answers_like_a_fresh_build(
     requests = data.draw(st.lists(requests_in(objects) if objects else attrs_st,
                                   min_size=1, max_size=4))
     assert_same(idx, scratch(state), requests)
+    # who-can-see's names: every ClusterRoleBinding's subjects and one namespace's
+    # RoleBindings', as a scan of every binding finds them.
+    for namespace in NAMESPACES:
+        users: set[str] = set()
+        groups: set[str] = set()
+        for value in state.values():
+            if isinstance(value, Binding) and value.namespace in ("", namespace):
+                named_users, named_groups = binding_subjects(value)
+                users.update(named_users)
+                groups.update(named_groups)
+        assert idx.named([namespace]) == (users, groups)
 
 
 @settings(max_examples=100, deadline=None)

@@ -11,6 +11,13 @@ from __future__ import annotations
 
 import msgspec
 
+from clearance_core.wire.audience import (
+    OthersDecision,
+    SubjectDecision,
+    SubjectKind,
+    WhoCanSeeReply,
+    WhoCanSeeRequest,
+)
 from clearance_core.wire.common import (
     Action,
     DecisionKind,
@@ -123,6 +130,7 @@ SUBJECT_POLICY_STATUS = "clearance.v1.policy-status"
 SUBJECT_EFFECTIVE = "clearance.v1.effective"
 SUBJECT_EFFECTIVE_REACH = "clearance.v1.effective.reach"
 SUBJECT_EFFECTIVE_SIMULATE = "clearance.v1.effective.simulate"
+SUBJECT_WHO_CAN_SEE = "clearance.v1.who-can-see"
 SUBJECT_DECISIONS_CHANGED = "clearance.decisions.changed"
 
 #: Every request/reply subject with its request and reply Structs: the decision service's
@@ -146,6 +154,7 @@ REQUESTS: dict[str, tuple[type[msgspec.Struct], type[msgspec.Struct]]] = {
     SUBJECT_EFFECTIVE: (EffectiveRequest, EffectiveReply),
     SUBJECT_EFFECTIVE_REACH: (ReachRequest, ReachReply),
     SUBJECT_EFFECTIVE_SIMULATE: (SimulateRequest, SimulateReply),
+    SUBJECT_WHO_CAN_SEE: (WhoCanSeeRequest, WhoCanSeeReply),
 }
 
 __all__ = [
@@ -170,6 +179,7 @@ __all__ = [
     "SUBJECT_SEARCH_FILTER",
     "SUBJECT_SEARCH_PLAN",
     "SUBJECT_STATUS",
+    "SUBJECT_WHO_CAN_SEE",
     "Action",
     "BatchItem",
     "BatchReply",
@@ -204,6 +214,7 @@ __all__ = [
     "NodeMetrics",
     "NonResourceAttributes",
     "ObjectMeta",
+    "OthersDecision",
     "PermissionsReply",
     "PoliciesReply",
     "PolicyState",
@@ -244,7 +255,11 @@ __all__ = [
     "SubjectAccessReviewReply",
     "SubjectAccessReviewSpec",
     "SubjectAccessReviewStatus",
+    "SubjectDecision",
+    "SubjectKind",
     "Target",
     "TargetDiff",
     "TraceStep",
+    "WhoCanSeeReply",
+    "WhoCanSeeRequest",
 ]

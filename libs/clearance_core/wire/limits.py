@@ -28,6 +28,9 @@ MAX_ITEMS = 200_000
 MAX_GROUPS = 10_000
 #: Bytes of a bearer token; service-account JWTs are about 1 KiB, OIDC tokens a few.
 MAX_TOKEN = 16_384
+#: Subjects one ``clearance.v1.who-can-see`` answer decides (users, groups and service
+#: accounts named on the question's policies and bindings): each is a check of its own.
+MAX_AUDIENCE = 50_000
 
 T = TypeVar("T")
 Checks = Annotated[list[T], msgspec.Meta(max_length=MAX_CHECKS)]

@@ -146,6 +146,17 @@ def _who_can(parser: argparse.ArgumentParser) -> None:
     namespace(parser)
 
 
+def _who_can_see(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("cluster", help="the cluster asked about")
+    parser.add_argument("--type", default=None,
+                        help="every item of this type (pods, namespaces, a custom type); "
+                             "without it: the cluster itself, or with -n the namespace")
+    parser.add_argument("-n", "--namespace", default=None,
+                        help="in this namespace (without --type: the namespace itself)")
+    parser.add_argument("--action", default="view", choices=["view", "view_metrics"],
+                        help="what they would do (default view)")
+
+
 def _search(parser: argparse.ArgumentParser) -> None:
     principal(parser)
     parser.add_argument("file", type=Path, help="the results, a list of {cluster, group, "
@@ -230,6 +241,9 @@ CAN_I = Command("can-i", "like kubectl auth can-i (--list: the rules that apply)
                 "clearance_cli.reviews:can_i")
 WHO_CAN = Command("who-can", "who may do VERB on RESOURCE", _who_can,
                   "clearance_cli.reviews:who_can")
+WHO_CAN_SEE = Command("who-can-see", "every subject named for a cluster (namespace, type) "
+                      "with its decision, and what everyone else gets", _who_can_see,
+                      "clearance_cli.decisions:who_can_see")
 SEARCH = Command("search", "ACM search results a principal may see", _search,
                  "clearance_cli.reviews:search")
 SEARCH_PLAN = Command("search-plan", "a principal's search rules as a query plan and SQL",

@@ -1,5 +1,5 @@
-"""``check``, ``batch``, ``permissions``, ``policies``, ``status``, ``cache-clear`` and
-``policy-status``: the decision service's subjects (CONTRACT section 4)."""
+"""``check``, ``batch``, ``permissions``, ``policies``, ``who-can-see``, ``status``,
+``cache-clear`` and ``policy-status``: the decision service's subjects."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from clearance_core.wire import (
     SUBJECT_POLICIES,
     SUBJECT_POLICY_STATUS,
     SUBJECT_STATUS,
+    SUBJECT_WHO_CAN_SEE,
     BatchItem,
     BatchRequest,
     CacheClearRequest,
@@ -29,6 +30,7 @@ from clearance_core.wire import (
     PrincipalRequest,
     Resource,
     StatusRequest,
+    WhoCanSeeRequest,
 )
 
 
@@ -112,6 +114,20 @@ def permissions(args: argparse.Namespace) -> int:
 
     return client.ask(args, SUBJECT_PERMISSIONS, PrincipalRequest(principal=principal_of(args)),
                       show)
+
+
+def who_can_see(args: argparse.Namespace) -> int:
+    def show(reply: dict[str, Any]) -> list[str]:
+        rows = [[s.get("kind"), s.get("name"), s.get("decision"), s.get("policy")]
+                for s in reply.get("subjects") or []]
+        others = reply.get("others") or {}
+        # Everyone else, as one row that splits like the others (KIND others, NAME *).
+        rows.append(["others", "*", others.get("decision"), others.get("policy")])
+        return table(["KIND", "NAME", "DECISION", "POLICY"], rows)
+
+    body = WhoCanSeeRequest(cluster=args.cluster, type=args.type, namespace=args.namespace,
+                            action=args.action)
+    return client.ask(args, SUBJECT_WHO_CAN_SEE, body, show)
 
 
 POLICY = ["NAMESPACE", "NAME", "PRIORITY", "EFFECT", "ENABLED", "VALID", "IN-FORCE",

@@ -5,6 +5,7 @@
     clearance check | batch              access questions (clearance.v1.check[.batch])
     clearance can-i [--list] | who-can   RBAC reviews, like kubectl auth
     clearance filter | metrics | custom-types | permissions | policies
+    clearance who-can-see CLUSTER        every subject named there, allowed and denied
     clearance effective | simulate | reach | policy-status
     clearance search | search-plan       ACM search, filtered per user
     clearance status | cache-clear       operating
@@ -48,6 +49,7 @@ COMMANDS: tuple[Command, ...] = (
     commands.CUSTOM_TYPES,
     commands.PERMISSIONS,
     commands.POLICIES,
+    commands.WHO_CAN_SEE,
     commands.EFFECTIVE,
     commands.SIMULATE,
     commands.REACH,

@@ -49,6 +49,9 @@ SUMMARIES: dict[str, str] = {
     wire.SUBJECT_POLICIES: "Every MonitorAccessPolicy naming the principal, in evaluation "
                            "order.",
     wire.SUBJECT_CACHE_CLEAR: "Drop the cached decisions of one principal, or all of them.",
+    wire.SUBJECT_WHO_CAN_SEE: "Who can see a cluster, a namespace or a type there: every "
+                              "subject a policy or binding names, with its decision and "
+                              "deciding policy, and what everyone else gets.",
 }
 
 #: (subject, request or message Struct, reply Struct or None, summary)

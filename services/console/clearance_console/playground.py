@@ -1,10 +1,13 @@
 """The playground's questions, each answered from public request subjects:
 
-- who can see cluster X: a check of ``view`` on X for every user and group the console
-  knows (see ``live.Directory``) and any the operator names — there is no reverse index
-  to ask, so the answer is as complete as the list of candidates, and says so;
+- who can see a cluster, a namespace of it or a type there: ``who-can-see`` — every
+  subject a policy or binding names, allowed and denied, with the deciding policy, and
+  what everyone else gets (complete: the decision service enumerates them from its
+  indexes);
 - what can user U see: ``permissions`` (every cluster and its actions), ``custom-types``,
-  and one ``check.batch`` for the filters on each visible cluster;
+  and ``check.batch`` over every cluster: the cluster, each type as a whole, and each
+  type in every Namespace target an AccessPolicy the console knows reaches
+  (``effective.reach``), so a cluster the user sees only part of is not shown denied;
 - explain one decision: ``check`` with ``explain: true``;
 - the effective policy of a target: ``effective``;
 - a dry run of a pasted AccessPolicy: ``effective.simulate``.
@@ -24,21 +27,23 @@ from clearance_core.wire import (
     SUBJECT_CHECK,
     SUBJECT_CUSTOM_TYPES,
     SUBJECT_EFFECTIVE,
+    SUBJECT_EFFECTIVE_REACH,
     SUBJECT_EFFECTIVE_SIMULATE,
     SUBJECT_PERMISSIONS,
+    SUBJECT_WHO_CAN_SEE,
 )
+from clearance_core.wire.limits import MAX_CHECKS
 from clearance_runtime import safeyaml
 
-#: A group is asked about as this user in that one group: a name no policy lists, so only
-#: the group can be what grants it.
-GROUP_PROBE_USER = "clearance-console:group-member"
 #: Aliases and expanded nodes a pasted policy may have: a policy uses none or a few, and
 #: an alias bomb (a few hundred bytes expanding to billions of nodes) is refused at once.
 MOST_ALIASES = 50
 MOST_EXPANSION = 20_000
-#: Candidates checked for one "who can see" at most, and in flight at once.
-MOST_CANDIDATES = 2_000
+#: Requests in flight at once for one question.
 PARALLEL_CHECKS = 32
+#: Seconds to wait for a who-can-see answer (thousands of subjects take a second or two)
+#: or a user's batch of checks.
+WHO_CAN_SEE_WAIT = 30.0
 
 
 class PlaygroundError(ValueError):
@@ -58,79 +63,113 @@ def principal_of(body: dict[str, Any]) -> dict[str, Any]:
     return principal
 
 
-def _names(text: Any) -> list[str]:
-    if isinstance(text, list):
-        return [str(t).strip() for t in text if str(t).strip()]
-    return [t.strip() for t in str(text or "").replace("\n", ",").split(",") if t.strip()]
-
-
 async def who_can_see(bus: Bus, body: dict[str, Any]) -> dict[str, Any]:
     cluster = str(body.get("cluster") or "").strip()
     if not cluster:
         raise PlaygroundError("a cluster is needed")
-    effective = await bus.request(SUBJECT_EFFECTIVE, {"target": {"kind": "Cluster",
-                                                                 "name": cluster}})
-    bus.harvest_rules(effective)
-    directory = bus.live.directory
-    users = list(dict.fromkeys([*_names(body.get("users")), *directory.users]))
-    groups = list(dict.fromkeys([*_names(body.get("groups")), *directory.groups]))
-    candidates = ([("user", u, {"username": u}) for u in users]
-                  + [("group", g, {"username": GROUP_PROBE_USER, "groups": [g]})
-                     for g in groups])[:MOST_CANDIDATES]
+    question: dict[str, Any] = {"cluster": cluster,
+                                "action": str(body.get("action") or "view")}
+    for field in ("type", "namespace"):
+        if str(body.get(field) or "").strip():
+            question[field] = str(body[field]).strip()
+    reply = await bus.request(SUBJECT_WHO_CAN_SEE, question, wait=WHO_CAN_SEE_WAIT)
+    if "error" in reply:
+        return {"question": question, "error": reply["error"]}
+    subjects = reply.get("subjects") or []
+    counts = {decision: sum(1 for s in subjects if s.get("decision") == decision)
+              for decision in ("allow", "partial", "deny")}
+    return {"question": question, "what": _what(question), "subjects": subjects,
+            "others": reply.get("others"), "counts": counts,
+            "revision": reply.get("revision")}
 
-    async def ask(kind: str, name: str, principal: dict[str, Any]) -> dict[str, Any]:
-        reply = await bus.request(SUBJECT_CHECK, {
-            "principal": principal, "action": "view",
-            "resource": {"type": "cluster", "name": cluster}})
-        return {"kind": kind, "name": name, "decision": reply.get("decision"),
-                "permissions": reply.get("permissions") or [], "policy": reply.get("policy"),
-                "reason": reply.get("reason") or (reply.get("error") or {}).get("message")}
 
-    rows: list[dict[str, Any]] = []
-    for start in range(0, len(candidates), PARALLEL_CHECKS):
-        rows += await asyncio.gather(*(ask(*c) for c in
-                                       candidates[start:start + PARALLEL_CHECKS]))
-    allowed = [r for r in rows if r["decision"] in ("allow", "partial")]
-    return {"cluster": cluster, "allowed": allowed,
-            "denied": len(rows) - len(allowed), "checked": len(rows),
-            "effective_error": effective.get("error"),
-            "note": "checked every user and group the console knows (named in watched "
-                    "objects, in decisions.changed events, in the cluster's effective "
-                    "policy) and those given; a group is checked as a member of it alone"}
+def _what(question: dict[str, Any]) -> str:
+    """The question in words, for the page's summary."""
+    where = question["cluster"]
+    if "type" not in question:
+        return f"namespace {question['namespace']} of {where}" if "namespace" in question \
+            else where
+    if "namespace" in question:
+        where = f"{where}/{question['namespace']}"
+    return f"{question['type']} in {where}"
+
+
+async def namespace_targets(bus: Bus) -> dict[str, list[str]]:
+    """cluster -> the Namespace targets an AccessPolicy the console knows reaches (those
+    are the only namespaces whose rules differ from their cluster's)."""
+    known = [(ns, name) for kind, ns, name in bus.live.policies.known()
+             if kind == "AccessPolicy"]
+    found: dict[str, set[str]] = {}
+    for start in range(0, len(known), PARALLEL_CHECKS):
+        replies = await asyncio.gather(*(
+            bus.request(SUBJECT_EFFECTIVE_REACH, {"kind": "AccessPolicy", "namespace": ns,
+                                                  "name": name})
+            for ns, name in known[start:start + PARALLEL_CHECKS]))
+        for reply in replies:
+            for target in reply.get("targets") or []:
+                if isinstance(target, dict) and target.get("kind") == "Namespace" \
+                        and target.get("cluster"):
+                    found.setdefault(str(target["cluster"]), set()).add(str(target["name"]))
+    return {cluster: sorted(names) for cluster, names in found.items()}
 
 
 async def user_view(bus: Bus, body: dict[str, Any]) -> dict[str, Any]:
     principal = principal_of(body)
-    permissions, types = await asyncio.gather(
+    permissions, types, targets = await asyncio.gather(
         bus.request(SUBJECT_PERMISSIONS, {"principal": principal}),
-        bus.request(SUBJECT_CUSTOM_TYPES, {"principal": principal}))
+        bus.request(SUBJECT_CUSTOM_TYPES, {"principal": principal}),
+        namespace_targets(bus))
     if "error" in permissions:
         return {"principal": principal, "error": permissions["error"]}
     clusters = permissions.get("clusters") or {}
-    visible = sorted(name for name, c in clusters.items()
-                     if c.get("decision") in ("allow", "partial"))
     kinds = [*sorted(BUILTIN_TYPES - {"clusters"}), *sorted(types.get("types") or [])]
-    pairs = [(name, kind) for name in visible for kind in ["clusters", *kinds]]
-    seen: dict[str, dict[str, Any]] = {name: {"types": {}} for name in visible}
-    if pairs:
-        # One batch for every visible cluster and type: what each type shows there, and
-        # through which filters (the cluster's own check carries the deciding policy).
+    namespaced = [kind for kind in kinds if kind != "nodes"]
+    # Every cluster, denied ones too: a cluster the user may not see as a whole can still
+    # show some types, or the items of some namespaces (a Namespace-level grant).
+    asked: list[tuple[str, str | None, str]] = []
+    for name in sorted(clusters):
+        asked += [(name, None, kind) for kind in ["clusters", *kinds]]
+        asked += [(name, ns, kind) for ns in targets.get(name, []) for kind in namespaced]
+    seen: dict[str, dict[str, Any]] = {name: {"types": {}, "namespaces": {}}
+                                       for name in clusters}
+    for start in range(0, len(asked), MAX_CHECKS):
+        part = asked[start:start + MAX_CHECKS]
         batch = await bus.request(SUBJECT_BATCH, {"principal": principal, "checks": [
-            {"action": "view", "resource": {"type": kind, "name": "*" if kind != "clusters"
-                                            else name, "cluster": name}}
-            for name, kind in pairs]})
-        for (name, kind), result in zip(pairs, batch.get("results") or [], strict=False):
+            {"action": "view", "resource": _resource(name, ns, kind)}
+            for name, ns, kind in part]}, wait=WHO_CAN_SEE_WAIT)
+        if "error" in batch:
+            return {"principal": principal, "error": batch["error"]}
+        for (name, ns, kind), result in zip(part, batch.get("results") or [], strict=False):
             if kind == "clusters":
                 seen[name].update(policy=result.get("policy"), reason=result.get("reason"))
                 continue
+            decision = result.get("decision")
             filters = (result.get("filters") or {}).get(kind)
-            seen[name]["types"][kind] = {"decision": result.get("decision"),
-                                         **({"filter": filters} if filters else {})}
-    return {"principal": principal,
-            "clusters": [{"name": name, **clusters[name], **seen.get(name, {})}
-                         for name in sorted(clusters)],
+            answer = {"decision": decision, **({"filter": filters} if filters else {})}
+            if ns is None:
+                seen[name]["types"][kind] = answer
+            elif decision != "deny":  # a namespace lists what it grants
+                seen[name]["namespaces"].setdefault(ns, {})[kind] = answer
+    rows = []
+    for name in sorted(clusters):
+        row = {"name": name, **clusters[name], **seen[name]}
+        granted = any(t["decision"] != "deny" for t in row["types"].values()) \
+            or bool(row["namespaces"])
+        # What the user sees there: all of it, some of it (some types, some namespaces),
+        # or nothing.
+        row["sees"] = row["decision"] if row["decision"] != "deny" else \
+            "partial" if granted else "deny"
+        rows.append(row)
+    return {"principal": principal, "clusters": rows,
             "types": types.get("types"), "types_error": types.get("error"),
             "revision": permissions.get("revision")}
+
+
+def _resource(cluster: str, namespace: str | None, kind: str) -> dict[str, Any]:
+    if kind == "clusters":
+        return {"type": "cluster", "name": cluster}
+    return {"type": kind, "name": "*", "cluster": cluster,
+            **({"namespace": namespace} if namespace else {})}
 
 
 async def explain(bus: Bus, body: dict[str, Any]) -> dict[str, Any]:

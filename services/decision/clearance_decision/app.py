@@ -33,7 +33,9 @@ from clearance_core.wire import (
     SUBJECT_SEARCH_FILTER,
     SUBJECT_SEARCH_PLAN,
     SUBJECT_STATUS,
+    SUBJECT_WHO_CAN_SEE,
 )
+from clearance_decision.audience import Audience, validate_who_can_see
 from clearance_decision.checks import Checks, validate_batch
 from clearance_decision.decider import Decider
 from clearance_decision.inherited import Inherited, validate_effective, validate_reach
@@ -58,7 +60,9 @@ class DecisionService:
         self._r = redis  # only for the heartbeat: every read goes through Reads
         self._reads = Reads(redis, mirror=settings.decision_mirror)
         self._cache = DecisionCache(redis, ttl_seconds=settings.decision_cache_ttl)
-        self._checks = Checks(Decider(self._reads, self._cache), self._cache, self._reads)
+        decider = Decider(self._reads, self._cache)
+        self._checks = Checks(decider, self._cache, self._reads)
+        audience = Audience(self._reads, decider)
         lists, views = Lists(self._reads), Views(self._reads)
         review, operations = Reviews(self._reads), Operations(self._reads, self._cache)
         inherited = Inherited(self._reads)
@@ -85,6 +89,7 @@ class DecisionService:
             SUBJECT_EFFECTIVE_REACH: Serve(inherited.reach, validate=validate_reach,
                                            whole=True),
             SUBJECT_EFFECTIVE_SIMULATE: Serve(inherited.simulate, whole=True),
+            SUBJECT_WHO_CAN_SEE: Serve(audience.who_can_see, validate=validate_who_can_see),
         }, self._reads, self._tokens)
         self._responder = Responder(nc, queue=QUEUE, reply_prefixes=settings.reply_prefix_list)
         self._revision = 0

@@ -153,15 +153,23 @@ async function play(action, form, target, render) {
 const errorOf = (e) => `<p class="error">${esc(e.code)}: ${esc(e.message)}</p>`;
 
 function renderWho(d) {
-  const rows = d.allowed.map((r) => `<tr data-principal="${esc(r.kind)}:${esc(r.name)}">
-    <td>${esc(r.kind)}</td><td>${esc(r.name)}</td><td>${pill(r.decision)}</td>
-    <td>${esc(r.permissions.join(", "))}</td><td>${esc(r.policy ?? "–")}</td><td>${esc(r.reason)}</td></tr>`);
-  return `<p class="summary"><b>${d.allowed.length}</b> of ${d.checked} principals can see
-    <b>${esc(d.cluster)}</b> (${d.denied} denied).</p>
-    ${d.effective_error ? errorOf(d.effective_error) : ""}
-    <table id="who-table"><thead><tr><th></th><th>principal</th><th>decision</th><th>permissions</th>
-    <th>policy</th><th>reason</th></tr></thead><tbody>${rows.join("")}</tbody></table>
-    <p class="note">${esc(d.note)}.</p>`;
+  const c = d.counts, o = d.others || {};
+  const row = (kind, name, decision, policy) => `<tr data-principal="${esc(kind)}:${esc(name)}"
+    data-decision="${esc(decision)}"><td>${esc(kind)}</td><td>${esc(name)}</td>
+    <td>${pill(decision)}</td><td>${esc(policy ?? "–")}</td></tr>`;
+  const rows = d.subjects.map((r) => row(r.kind, r.name, r.decision, r.policy));
+  return `<p class="summary" id="who-summary"><b>${c.allow + c.partial}</b> of
+    ${d.subjects.length} subjects named for <b>${esc(d.what)}</b> can see it
+    (${c.allow} all of it, ${c.partial} part of it, ${c.deny} denied).</p>
+    <p id="who-others">Everyone else (named nowhere): ${pill(o.decision)}
+      ${o.policy ? esc(o.policy) : ""}</p>
+    <table id="who-table"><thead><tr><th>kind</th><th>subject</th><th>decision</th>
+    <th>deciding policy</th></tr></thead><tbody>${rows.join("")}
+    ${row("others", "*", o.decision, o.policy)}</tbody></table>
+    <p class="note">Every user, group and service account a MonitorAccessPolicy, an
+    AccessPolicy rule on its targets or an RBAC binding names, allowed and denied
+    (<code>clearance.v1.who-can-see</code>, revision ${fmt(d.revision)}): a group as a member
+    of it alone, a user with the Groups that list it.</p>`;
 }
 
 function renderTypes(types) {
@@ -171,14 +179,25 @@ function renderTypes(types) {
     `<pre>${esc(JSON.stringify(r.filter.filters ?? r.filter))}</pre>` : ""}</div>`).join("");
 }
 
+function renderNamespaces(namespaces) {
+  // The namespaces with their own AccessPolicy rules where something is visible.
+  return Object.entries(namespaces || {}).map(([ns, types]) => `<div data-namespace="${esc(ns)}">
+    <b>${esc(ns)}</b>${renderTypes(types)}</div>`).join("") || `<span class="note">–</span>`;
+}
+
 function renderUser(d) {
-  const rows = d.clusters.map((c) => `<tr data-cluster="${esc(c.name)}"><td>${esc(c.name)}</td>
-    <td>${pill(c.decision)}</td><td>${esc((c.permissions || []).join(", "))}</td>
-    <td>${esc(c.policy ?? "")}</td><td>${renderTypes(c.types)}</td></tr>`);
-  return `<p class="summary"><b>${esc(d.principal.username)}</b> sees
-    <b>${d.clusters.filter((c) => c.decision !== "deny").length}</b> of ${d.clusters.length} clusters.</p>
-    <h3>Clusters</h3><table id="user-clusters"><thead><tr><th>cluster</th><th>decision</th>
-    <th>permissions</th><th>policy</th><th>types and filters</th></tr></thead><tbody>${rows.join("")}</tbody></table>
+  const rows = d.clusters.map((c) => `<tr data-cluster="${esc(c.name)}" data-sees="${esc(c.sees)}">
+    <td>${esc(c.name)}</td><td class="sees">${pill(c.sees)}</td><td class="whole">${pill(c.decision)}</td>
+    <td>${esc((c.permissions || []).join(", "))}</td><td>${esc(c.policy ?? "")}</td>
+    <td class="types">${c.sees === "deny" ? `<span class="note">nothing</span>` : renderTypes(c.types)}</td>
+    <td class="namespaces">${renderNamespaces(c.namespaces)}</td></tr>`);
+  const some = d.clusters.filter((c) => c.sees !== "deny").length;
+  const whole = d.clusters.filter((c) => c.decision !== "deny").length;
+  return `<p class="summary" id="user-summary"><b>${esc(d.principal.username)}</b> sees something in
+    <b>${some}</b> of ${d.clusters.length} clusters (${whole} as a whole).</p>
+    <h3>Clusters</h3><table id="user-clusters"><thead><tr><th>cluster</th><th>sees</th>
+    <th>cluster itself</th><th>permissions</th><th>policy</th><th>types and filters</th>
+    <th>namespaces with their own rules</th></tr></thead><tbody>${rows.join("")}</tbody></table>
     <h3>Custom types</h3><p id="user-types">${d.types_error ? errorOf(d.types_error) :
       (d.types || []).map((t) => `<code>${esc(t)}</code>`).join(" ") || "none"}</p>`;
 }
