@@ -94,13 +94,13 @@ async def decided(nc: Client, user: str, want: str, within: float = WITHIN) -> f
         await asyncio.sleep(0.1)
 
 
-async def still_works(dep: Deployment, nc: Client) -> None:
+async def still_works(dep: Deployment, nc: Client, within: float = WITHIN) -> None:
     """A grant in another file lands, then its revocation, and nothing crashed."""
     user = f"canary-{next(_users)}"
     write(dep, f"{user}.yaml", policy(user, users=[user], default="all"))
-    await decided(nc, user, "allow")
+    await decided(nc, user, "allow", within)
     (dep.manifests / f"{user}.yaml").unlink()
-    await decided(nc, user, "deny")
+    await decided(nc, user, "deny", within)
     assert dep.exited() == {}
     assert all(proc.poll() is None for proc in dep.procs.values())
 
@@ -186,7 +186,10 @@ async def test_hundreds_of_fleet_conditions_do_not_stall_the_compiler(
                       defaults=block({f"r{i}": rule(users=[f"u{i}"])}, "merge",
                                      "size(self.rules) >= 0"))
         for i in range(300)))
-    await still_works(deployment, nc)
+    # 300 Fleet events at up to one merge budget each (~25 ms) come first: seconds of
+    # work, more on a machine shared with the rest of the test command. Unbounded, this
+    # stalled for minutes; a grant and its revocation landing within 45 s tells them apart.
+    await still_works(deployment, nc, within=45.0)
     log = log_of(deployment, "compiler")
     assert "lease_lost" not in log and "compiler_starting" in log
     assert log.count("compiler_starting") == 1  # never restarted from its checkpoint
