@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import msgspec
 
+from clearance_core import placement, spread
 from clearance_core.decide import Decision, decide
 from clearance_core.inherited_decide import decide_with_inherited, namespace_of
 from clearance_core.principal import Identity
@@ -22,9 +23,10 @@ from clearance_core.resources import (
     check_principal,
     decision_digest,
     place_of,
+    plural,
     principal_digest,
 )
-from clearance_core.wire import BatchItem, CheckResult, Principal
+from clearance_core.wire import BatchItem, CheckResult, Principal, Resource
 from clearance_decision.entries import pack, pack_trace, unpack, unpack_trace
 from clearance_decision.views import principal_snapshot
 from clearance_runtime import metrics
@@ -141,7 +143,8 @@ class Decider:
         namespaces = {i: namespace_of(checks[i].resource) for i in missing}
         snapshot, identity = await principal_snapshot(
             self._reads, principal, clusters=sorted({clusters[i] for i in missing}),
-            namespaces=sorted({ns for ns in namespaces.values() if ns is not None}))
+            namespaces=sorted({ns for ns in namespaces.values() if ns is not None}),
+            spread=any(_spreads(checks[i].resource) for i in missing))
         entries: list[Entry] = []
         for i in missing:
             # Validity is measured from when the evaluation started (before the read).
@@ -175,7 +178,8 @@ class Decider:
                 cluster, namespace = place_of(check.resource)
                 snapshot, identity = self._reads.snapshot_now(
                     principal, revision, clusters=[cluster],
-                    namespaces=[] if namespace is None else [namespace])
+                    namespaces=[] if namespace is None else [namespace],
+                    spread=_spreads(check.resource))
                 state = snapshot.compiled_revision
                 result = self._result(
                     snapshot, identity, check, pkey=pkey, cluster=cluster,
@@ -203,22 +207,21 @@ class Decider:
                 entries: list[Entry], trace_key: str | None) -> CheckResult:
         """One check decided from a snapshot; its cache entry (and its explanation's,
         under ``trace_key`` if given) appended to ``entries``."""
-        decision = decide(
-            snapshot.policies,
-            identity,
-            action=check.action,
-            resource=check.resource,
-            cluster=cluster,
-            labels=snapshot.labels.get(cluster, {}),
-            now=now,
-            match=snapshot.match,
-            explain=trace_key is not None,
-        )
-        target, rules = snapshot.inherited(cluster, namespace)
-        if rules:
-            decision = decide_with_inherited(
-                rules, identity, action=check.action, resource=check.resource,
-                monitor=decision, target=target, declared=snapshot.declared)
+        resource = check.resource
+        decision = _decision(snapshot, identity, check.action, resource, cluster=cluster,
+                             namespace=namespace, now=now, explain=trace_key is not None)
+        there = snapshot.namespace_targets(cluster) if _spreads(resource) else {}
+        if there:
+            # Named without its namespace: the same question inside every Namespace
+            # target that answers this principal otherwise than the cluster's.
+            inside = {ns: _decision(snapshot, identity, check.action,
+                                    msgspec.structs.replace(resource, namespace=ns),
+                                    cluster=cluster, namespace=ns, now=now, explain=False)
+                      for ns in there}
+            kind = plural(resource.type)
+            decision = spread.whole_type(kind, cluster, decision, inside) \
+                if resource.name == "*" else \
+                spread.bare_item(kind, resource.name, cluster, decision, inside)
         result = result_of(decision)
         if self._cache.ttl_ms > 0:
             outcome = decision.outcome
@@ -244,6 +247,27 @@ class Decider:
         stored_at = time.time()
         entries = [e for e in (_bounded(e, stored_at) for e in entries) if e.ttl_ms > 0]
         await self._cache.store(state, entries)
+
+
+def _spreads(resource: Resource) -> bool:
+    """Whether a check is judged over the cluster's Namespace targets (the resource was
+    placed, so :func:`placement.spreads` cannot raise)."""
+    return placement.spreads(resource.type, resource.name, resource.namespace)
+
+
+def _decision(snapshot: Snapshot, identity: Identity, action: str, resource: Resource, *,
+              cluster: str, namespace: str | None, now: float, explain: bool) -> Decision:
+    """The answer at one target: the MonitorAccessPolicies, then the effective rules of
+    the target ``namespace`` reads (CONTRACT 6)."""
+    decision = decide(snapshot.policies, identity, action=action, resource=resource,
+                      cluster=cluster, labels=snapshot.labels.get(cluster, {}), now=now,
+                      match=snapshot.match, explain=explain)
+    target, rules = snapshot.inherited(cluster, namespace)
+    if rules:
+        decision = decide_with_inherited(
+            rules, identity, action=action, resource=resource, monitor=decision,
+            target=target, declared=snapshot.declared)
+    return decision
 
 
 def _bounded(entry: Entry, now: float) -> Entry:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from clearance_core.evaluate import candidates, evaluate_cluster, matched_by, skip_reason
 from clearance_core.govern import Governing, govern
+from clearance_core.placed import Placed
 from clearance_core.principal import Identity
 from clearance_core.resources import check_principal
 from clearance_core.wire import (
@@ -31,12 +32,14 @@ ACTIONS: tuple[Action, ...] = ("view", "view_metrics")
 
 async def principal_snapshot(
     reads: Reads, principal: Principal, *, clusters: Sequence[str] | None,
-    namespaces: Sequence[str] | None = (),
+    namespaces: Sequence[str] | None = (), spread: bool = False,
 ) -> tuple[Snapshot, Identity]:
     """A usable principal's snapshot and identity; ``clusters=None``: the whole inventory;
-    ``namespaces``: the Namespace targets to read too (``None``: all)."""
+    ``namespaces``: the Namespace targets to read too (``None``: all); ``spread``: and
+    the Namespace targets that answer the principal otherwise than their cluster's."""
     check_principal(principal)
-    return await reads.snapshot(principal, clusters=clusters, namespaces=namespaces)
+    return await reads.snapshot(principal, clusters=clusters, namespaces=namespaces,
+                                spread=spread)
 
 
 def governing(snapshot: Snapshot, identity: Identity, cluster: str, action: str,
@@ -49,6 +52,24 @@ def governing(snapshot: Snapshot, identity: Identity, cluster: str, action: str,
                                match=snapshot.match)
     return govern(outcome, snapshot.inherited(cluster, namespace)[1], identity, action,
                   snapshot.declared)
+
+
+def placed(snapshot: Snapshot, identity: Identity, cluster: str, action: str, *,
+           now: float | None = None) -> Placed:
+    """What governs ``action`` on the items of ``cluster``, target by target: the
+    cluster's target and each Namespace target of the snapshot's ``spread``
+    (:class:`clearance_core.placed.Placed`). The cluster's MonitorAccessPolicy outcome is
+    one for all of them."""
+    outcome = evaluate_cluster(snapshot.policies, identity, action=action, cluster=cluster,
+                               labels=snapshot.labels.get(cluster, {}),
+                               now=time.time() if now is None else now,
+                               match=snapshot.match, explain=False)
+    here = govern(outcome, snapshot.cluster_rules(cluster)[1], identity, action,
+                  snapshot.declared)
+    there = {namespace: govern(outcome, effective.rules, identity, action,
+                               snapshot.declared)
+             for namespace, effective in snapshot.namespace_targets(cluster).items()}
+    return Placed(here, there)
 
 
 def permissions(snapshot: Snapshot, identity: Identity) -> dict[str, ClusterPermissions]:
