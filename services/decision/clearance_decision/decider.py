@@ -15,15 +15,14 @@ from collections.abc import Sequence
 
 import msgspec
 
-from clearance_core import placement, spread
-from clearance_core.decide import Decision, decide
-from clearance_core.inherited_decide import decide_with_inherited, namespace_of
+from clearance_core import answers, placement
+from clearance_core.decide import Decision
+from clearance_core.inherited_decide import namespace_of
 from clearance_core.principal import Identity
 from clearance_core.resources import (
     check_principal,
     decision_digest,
     place_of,
-    plural,
     principal_digest,
 )
 from clearance_core.wire import BatchItem, CheckResult, Principal, Resource
@@ -150,7 +149,7 @@ class Decider:
             # Validity is measured from when the evaluation started (before the read).
             results[i] = self._result(
                 snapshot, identity, checks[i], pkey=pkey, cluster=clusters[i],
-                namespace=namespaces[i], key=entry_key(digests[i]), now=started,
+                key=entry_key(digests[i]), now=started,
                 entries=entries,
                 trace_key=trace_key(digests[i]) if explain else None)
         await self._store(snapshot.compiled_revision, entries)
@@ -183,7 +182,7 @@ class Decider:
                 state = snapshot.compiled_revision
                 result = self._result(
                     snapshot, identity, check, pkey=pkey, cluster=cluster,
-                    namespace=namespace, now=started, entries=entries, key=key,
+                    now=started, entries=entries, key=key,
                     trace_key=None)
             except Exception as exc:
                 out.append(exc)
@@ -203,25 +202,12 @@ class Decider:
         return out
 
     def _result(self, snapshot: Snapshot, identity: Identity, check: BatchItem, *,
-                pkey: str, cluster: str, namespace: str | None, key: str, now: float,
+                pkey: str, cluster: str, key: str, now: float,
                 entries: list[Entry], trace_key: str | None) -> CheckResult:
         """One check decided from a snapshot; its cache entry (and its explanation's,
         under ``trace_key`` if given) appended to ``entries``."""
-        resource = check.resource
-        decision = _decision(snapshot, identity, check.action, resource, cluster=cluster,
-                             namespace=namespace, now=now, explain=trace_key is not None)
-        there = snapshot.namespace_targets(cluster) if _spreads(resource) else {}
-        if there:
-            # Named without its namespace: the same question inside every Namespace
-            # target that answers this principal otherwise than the cluster's.
-            inside = {ns: _decision(snapshot, identity, check.action,
-                                    msgspec.structs.replace(resource, namespace=ns),
-                                    cluster=cluster, namespace=ns, now=now, explain=False)
-                      for ns in there}
-            kind = plural(resource.type)
-            decision = spread.whole_type(kind, cluster, decision, inside) \
-                if resource.name == "*" else \
-                spread.bare_item(kind, resource.name, cluster, decision, inside)
+        decision = answers.check(snapshot, identity, check.action, check.resource,
+                                 cluster=cluster, now=now, explain=trace_key is not None)
         result = result_of(decision)
         if self._cache.ttl_ms > 0:
             outcome = decision.outcome
@@ -253,21 +239,6 @@ def _spreads(resource: Resource) -> bool:
     """Whether a check is judged over the cluster's Namespace targets (the resource was
     placed, so :func:`placement.spreads` cannot raise)."""
     return placement.spreads(resource.type, resource.name, resource.namespace)
-
-
-def _decision(snapshot: Snapshot, identity: Identity, action: str, resource: Resource, *,
-              cluster: str, namespace: str | None, now: float, explain: bool) -> Decision:
-    """The answer at one target: the MonitorAccessPolicies, then the effective rules of
-    the target ``namespace`` reads (CONTRACT 6)."""
-    decision = decide(snapshot.policies, identity, action=action, resource=resource,
-                      cluster=cluster, labels=snapshot.labels.get(cluster, {}), now=now,
-                      match=snapshot.match, explain=explain)
-    target, rules = snapshot.inherited(cluster, namespace)
-    if rules:
-        decision = decide_with_inherited(
-            rules, identity, action=action, resource=resource, monitor=decision,
-            target=target, declared=snapshot.declared)
-    return decision
 
 
 def _bounded(entry: Entry, now: float) -> Entry:

@@ -1,11 +1,9 @@
 """``clearance.v1.filter``, ``clearance.v1.metrics`` and ``clearance.v1.custom-types``.
 
-Each reads one snapshot, finds what governs the cluster's target and each Namespace target
-that answers the principal otherwise (:func:`.views.placed`: the cluster's deciding
-MonitorAccessPolicy rule and the inherited AccessPolicy rules of each target, CONTRACT 6),
-and judges every item by the target it lives in (:class:`clearance_core.placed.Placed`),
-as ``check`` judges it. Nothing here is cached: the answers depend on the lists the
-caller sends.
+Each reads one snapshot, with the Namespace targets that answer the principal otherwise
+than the cluster's, and answers from it with :mod:`clearance_core.answers`: every item
+judged by the target it lives in, as ``check`` judges it. Nothing here is cached: the
+answers depend on the lists the caller sends.
 """
 
 from __future__ import annotations
@@ -13,9 +11,10 @@ from __future__ import annotations
 import time
 from typing import cast
 
+from clearance_core import answers
 from clearance_core.errors import BadRequest
-from clearance_core.listing import aggregations, cluster_metrics
-from clearance_core.placed import all_of, as_items
+from clearance_core.listing import aggregations
+from clearance_core.placed import as_items
 from clearance_core.resources import home_namespace, plural
 from clearance_core.wire import (
     CustomTypesReply,
@@ -26,7 +25,7 @@ from clearance_core.wire import (
     MetricsReply,
     MetricsRequest,
 )
-from clearance_decision.views import placed, principal_snapshot
+from clearance_decision.views import principal_snapshot
 from clearance_runtime.reads import Reads
 
 
@@ -55,49 +54,34 @@ class Lists:
                 _checked(kind, item, index)
         snapshot, identity = await principal_snapshot(
             self._reads, request.who(), clusters=[cluster], spread=True)
-        now = time.time()
-        view = placed(snapshot, identity, cluster, "view", now=now)
-        decision = view.type_decision(kind)
-        if decision == "deny":
+        listed = answers.filtered(snapshot, identity, cluster, kind, as_items(request.items),
+                                  now=time.time())
+        if listed.decision == "deny":
             return FilterReply(decision="deny", items=[], total=len(request.items), visible=0,
                                aggregations=None, revision=snapshot.revision)
-        shown = cast("list[ListItem]", view.visible(kind, as_items(request.items)))
-        metrics = placed(snapshot, identity, cluster, "view_metrics", now=now)
-        # Aggregations count only the visible items whose own target grants view_metrics
-        # (and shows them under the rules that grant it).
-        counted = cast("list[ListItem]", metrics.visible(kind, as_items(shown)))
-        metrics_allowed = any(metrics.governings())
+        shown = cast("list[ListItem]", listed.shown)
         values = aggregations(
-            all_of((view, metrics)), kind, counted,
-            source=await self._reads.source(kind) if metrics_allowed else None,
-            given=request.aggregations, metrics_allowed=metrics_allowed,
+            listed.aggregating, kind, cast("list[ListItem]", listed.counted),
+            source=await self._reads.source(kind) if listed.metrics_allowed else None,
+            given=request.aggregations, metrics_allowed=listed.metrics_allowed,
         )
-        return FilterReply(decision=decision, items=shown, total=len(request.items),
+        return FilterReply(decision=listed.decision, items=shown, total=len(request.items),
                            visible=len(shown), aggregations=values,
                            revision=snapshot.revision)
 
     async def metrics(self, request: MetricsRequest) -> MetricsReply:
         snapshot, identity = await principal_snapshot(
             self._reads, request.who(), clusters=[request.cluster], spread=True)
-        metrics = placed(snapshot, identity, request.cluster, "view_metrics")
-        here = metrics.here
-        if not here and not any(metrics.at(ns.name) for ns in request.namespaces):
-            return MetricsReply(decision="deny", metrics={}, filtered=False,
-                                revision=snapshot.revision)
-        values, filtered = cluster_metrics(here, request.namespaces, request.nodes,
-                                           namespace_view=metrics.at)
-        return MetricsReply(decision="partial" if filtered else "allow", metrics=values,
-                            filtered=filtered, revision=snapshot.revision)
+        decision, values, filtered = answers.metrics(
+            snapshot, identity, request.cluster, request.namespaces, request.nodes,
+            now=time.time())
+        return MetricsReply(decision=decision, metrics=values, filtered=filtered,
+                            revision=snapshot.revision)
 
     async def custom_types(self, request: CustomTypesRequest) -> CustomTypesReply:
         clusters = None if request.cluster is None else [request.cluster]
         snapshot, identity = await principal_snapshot(self._reads, request.who(),
                                                       clusters=clusters, spread=True)
         names = [request.cluster] if request.cluster is not None else sorted(snapshot.labels)
-        now = time.time()
-        types: set[str] = set()
-        for cluster in names:
-            # A Deny, or no match, shows nothing at that target; a type shows in the
-            # cluster if it shows at its target or inside one of its Namespace targets.
-            types |= placed(snapshot, identity, cluster, "view", now=now).custom_types()
+        types = answers.custom_types(snapshot, identity, names, now=time.time())
         return CustomTypesReply(types=sorted(types), revision=snapshot.revision)
