@@ -53,7 +53,9 @@ def excluding(filters: Mapping[str, Any] | None, kind: str,
               namespaces: Iterable[str]) -> dict[str, Any]:
     """``filters`` (a whole-type answer's, by plural type) that also hide every item of
     ``kind`` in ``namespaces``: their names join the ``denied`` list of ``kind``'s own
-    entry (``filters.namespaces``; for ``namespaces``, ``filters.names``)."""
+    entry (``filters.namespaces``; for ``namespaces``, ``filters.names``). An item
+    without a namespace may live in one of them, so it is hidden too: the dimension
+    allows ``*`` (any namespace) unless it already lists what it allows."""
     out = dict(filters or {})
     names = sorted(set(namespaces))
     entry = out.get(kind)
@@ -62,15 +64,16 @@ def excluding(filters: Mapping[str, Any] | None, kind: str,
     if visibility == "none":
         return out
     if entry is None or visibility in (None, "all"):
-        out[kind] = {**(entry or {}), "type": kind, "visibility": "filtered",
-                     "filters": {dimension: {"denied": names}}}
-        return out
-    inner = dict(entry.get("filters") or {})
-    current = dict(inner.get(dimension) or {})
+        entry, inner, current = {**(entry or {}), "visibility": "filtered"}, {}, {}
+    else:
+        inner = dict(entry.get("filters") or {})
+        current = dict(inner.get(dimension) or {})
     denied = list(current.get("denied") or [])
     current["denied"] = denied + [name for name in names if name not in denied]
+    if dimension == "namespaces" and not current.get("allowed"):
+        current["allowed"] = ["*"]
     inner[dimension] = current
-    out[kind] = {**entry, "filters": inner}
+    out[kind] = {**entry, "type": kind, "filters": inner}
     return out
 
 
