@@ -11,9 +11,9 @@ what ``check`` says of the item where it lives (see ``test_agreement.py``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 import msgspec
 from hypothesis import strategies as st
@@ -208,37 +208,84 @@ def resource_of(kind: str, item: Item, cluster: str, namespace: str | None) -> R
                     labels=item.labels, fields=item.fields)
 
 
-class Asker:
-    """``check`` for one principal on one state, memoised (every subject is compared
-    with it many times)."""
+class Answer(NamedTuple):
+    """A check's answer, as much as the comparison reads."""
 
-    def __init__(self, state: Snapshot, identity: Identity) -> None:
-        self.state, self.identity = state, identity
-        self._memo: dict[bytes, answers.Decision] = {}
+    decision: str
+    filters: dict[str, Any] | None = None
 
-    def check(self, action: str, resource: Resource) -> answers.Decision:
+
+class Listing(NamedTuple):
+    """A filter's answer: its decision, the visible items, and how many of them the
+    aggregations count (None: no aggregations)."""
+
+    decision: str
+    shown: list[Item]
+    counted: int | None
+
+
+class Subjects(Protocol):
+    """Every subject, asked for one principal (in memory, or of the real service)."""
+
+    def check(self, action: str, resource: Resource) -> Answer: ...
+    def filtered(self, cluster: str, kind: str, items: list[Item]) -> Listing: ...
+    def metrics(self, cluster: str, spaces: list[NamespaceMetrics],
+                nodes: list[NodeMetrics]) -> tuple[str, int, int]: ...
+    def custom_types(self, cluster: str | None) -> set[str]: ...
+    def permissions(self) -> dict[str, tuple[str, list[str]]]: ...
+
+
+class Local:
+    """The subjects as :mod:`clearance_core.answers` answers them over a fleet (what the
+    decision service runs on its snapshot), ``check`` memoised."""
+
+    def __init__(self, fleet: Fleet, identity: Identity) -> None:
+        self.fleet, self.identity = fleet, identity
+        self.state = fleet.state(identity)
+        self._memo: dict[bytes, Answer] = {}
+
+    def check(self, action: str, resource: Resource) -> Answer:
         key = msgspec.msgpack.encode((action, resource))
         found = self._memo.get(key)
         if found is None:
-            cluster = resource.cluster or resource.name
-            found = self._memo[key] = answers.check(
-                self.state, self.identity, action, resource, cluster=cluster, now=NOW,
-                explain=False)
+            decision = answers.check(self.state, self.identity, action, resource,
+                                     cluster=resource.cluster or resource.name, now=NOW,
+                                     explain=False)
+            found = self._memo[key] = Answer(decision.decision, decision.filters)
         return found
 
-    def allows(self, action: str, kind: str, item: Item, cluster: str) -> bool:
-        """What ``check`` says of the item where it lives: in its namespace (a namespace
-        item in itself; a node in none); an operator with its availability, in any
-        namespace it is available in."""
-        if kind == "operators" and item.namespaces:
-            where = [n for found in item.namespaces
-                     for n in (ANYWHERE if found == "*" else (found,))]
-            return any(self.allows(action, kind, Item(
-                name=item.name, namespace=n, labels=item.labels, fields=item.fields),
-                cluster) for n in where)
-        namespace = None if kind in ("nodes", "namespaces") else item.namespace
-        return self.check(action, resource_of(kind, item, cluster, namespace)
-                          ).decision == "allow"
+    def filtered(self, cluster: str, kind: str, items: list[Item]) -> Listing:
+        listed = answers.filtered(self.state, self.identity, cluster, kind, items, now=NOW)
+        counted = len(listed.counted) if listed.metrics_allowed else None
+        return Listing(listed.decision, listed.shown, counted)
+
+    def metrics(self, cluster: str, spaces: list[NamespaceMetrics],
+                nodes: list[NodeMetrics]) -> tuple[str, int, int]:
+        decision, values, _ = answers.metrics(self.state, self.identity, cluster, spaces,
+                                              nodes, now=NOW)
+        return decision, int(values.get("namespaces", 0)), int(values.get("nodes", 0))
+
+    def custom_types(self, cluster: str | None) -> set[str]:
+        clusters = CLUSTERS if cluster is None else [cluster]
+        return answers.custom_types(self.state, self.identity, clusters, now=NOW)
+
+    def permissions(self) -> dict[str, tuple[str, list[str]]]:
+        found = answers.permissions(self.state, self.identity, CLUSTERS, now=NOW)
+        return {c: (p.decision, list(p.permissions)) for c, p in found.items()}
+
+
+def allows(ask: Subjects, action: str, kind: str, item: Item, cluster: str) -> bool:
+    """What ``check`` says of the item where it lives: in its namespace (a namespace
+    item in itself; a node in none); an operator with its availability, in any
+    namespace it is available in."""
+    if kind == "operators" and item.namespaces:
+        where = [n for found in item.namespaces
+                 for n in (ANYWHERE if found == "*" else (found,))]
+        return any([allows(ask, action, kind, Item(
+            name=item.name, namespace=n, labels=item.labels, fields=item.fields), cluster)
+            for n in where])
+    namespace = None if kind in ("nodes", "namespaces") else item.namespace
+    return ask.check(action, resource_of(kind, item, cluster, namespace)).decision == "allow"
 
 
 def shows(filters: dict[str, Any] | None, kind: str, item: Item) -> bool:
@@ -249,14 +296,15 @@ def shows(filters: dict[str, Any] | None, kind: str, item: Item) -> bool:
     return view.item_visible(kind, item)[0]
 
 
-def filtered_somewhere(fleet: Fleet, kind: str) -> bool:
+def filtered_somewhere(monitor: list[dict[str, Any]], inherited: list[dict[str, Any]],
+                       kind: str) -> bool:
     """Whether any rule of the fleet filters ``kind`` (or, for the namespaced built-ins,
     namespaces): then one set of filters cannot always say exactly what several rules
     show, and a whole-type answer's filters are checked for showing no more."""
     watched = {kind, "namespaces"} if kind in ("pods", "operators") else {kind}
-    written = [entry for obj in fleet.monitor for r in obj["spec"]["scope"]["clusters"]["rules"]
+    written = [entry for obj in monitor for r in obj["spec"]["scope"]["clusters"]["rules"]
                for entry in r.get("resources", [])]
-    for obj in fleet.inherited:
+    for obj in inherited:
         spec = obj["spec"]
         for rules in (spec.get("rules"), (spec.get("defaults") or {}).get("rules"),
                       (spec.get("overrides") or {}).get("rules")):
@@ -269,18 +317,16 @@ def filtered_somewhere(fleet: Fleet, kind: str) -> bool:
 Report = Callable[[str], None]
 
 
-def _whole_type(ask: Asker, fleet: Fleet, kind: str, cluster: str, report: Report) -> None:
-    items = ITEMS[kind]
+def _whole_type(ask: Subjects, exact: bool, kind: str, cluster: str,
+                report: Report) -> None:
+    placed = [item for item in ITEMS[kind] if not item.namespaces]
     whole = ask.check("view", Resource(type=kind, cluster=cluster))
-    allowed = [ask.allows("view", kind, item, cluster) for item in items
-               if not item.namespaces]
-    placed = [item for item in items if not item.namespaces]
+    allowed = [allows(ask, "view", kind, item, cluster) for item in placed]
     if whole.decision == "allow" and not all(allowed):
         report(f"whole {kind} allow, but an item is denied")
     if whole.decision == "deny" and any(allowed):
         report(f"whole {kind} deny, but an item is allowed")
     if whole.decision == "partial":
-        exact = not filtered_somewhere(fleet, kind)
         for item, ok in zip(placed, allowed, strict=True):
             shown = shows(whole.filters, kind, item)
             if shown and not ok:
@@ -303,77 +349,75 @@ def _whole_type(ask: Asker, fleet: Fleet, kind: str, cluster: str, report: Repor
                     report(f"{kind} in {namespace}: filters show denied {item}")
 
 
-def _lists(ask: Asker, kind: str, cluster: str, report: Report) -> None:
+def _lists(ask: Subjects, kind: str, cluster: str, report: Report) -> None:
     items = ITEMS[kind]
-    listed = answers.filtered(ask.state, ask.identity, cluster, kind, items, now=NOW)
+    listed = ask.filtered(cluster, kind, items)
     whole = ask.check("view", Resource(type=kind, cluster=cluster))
     if listed.decision != whole.decision:
         report(f"filter {kind} decides {listed.decision}, check {whole.decision}")
-    shown = {id(item) for item in listed.shown}
     for item in items:
-        ok = ask.allows("view", kind, item, cluster)
-        if ok != (id(item) in shown):
+        ok = allows(ask, "view", kind, item, cluster)
+        if ok != (item in listed.shown):
             report(f"filter {kind} {'hides' if ok else 'shows'} {item}; check "
                    f"{'allows' if ok else 'denies'} it")
-    counted = {id(item) for item in listed.counted}
-    for item in listed.shown:
-        ok = ask.allows("view_metrics", kind, item, cluster)
-        if ok != (id(item) in counted):
-            report(f"aggregations of {kind} {'skip' if ok else 'count'} {item}")
+    wanted = sum(allows(ask, "view_metrics", kind, item, cluster) for item in listed.shown)
+    if listed.counted is not None and listed.counted != wanted:
+        report(f"aggregations of {kind} count {listed.counted} items, check allows "
+               f"view_metrics on {wanted} of those shown")
 
 
-def _metrics(ask: Asker, cluster: str, report: Report) -> None:
+def _metrics(ask: Subjects, cluster: str, report: Report) -> None:
     spaces = [NamespaceMetrics(name=item.name, labels=item.labels, pods=1)
               for item in ITEMS["namespaces"]]
     nodes = [NodeMetrics(name=item.name, labels=item.labels, ready=True)
              for item in ITEMS["nodes"]]
-    decision, values, _ = answers.metrics(ask.state, ask.identity, cluster, spaces, nodes,
-                                          now=NOW)
-    wanted_ns = sum(ask.allows("view_metrics", "namespaces", item, cluster)
+    decision, got_ns, got_nodes = ask.metrics(cluster, spaces, nodes)
+    wanted_ns = sum(allows(ask, "view_metrics", "namespaces", item, cluster)
                     for item in ITEMS["namespaces"])
-    wanted_nodes = sum(ask.allows("view_metrics", "nodes", item, cluster)
+    wanted_nodes = sum(allows(ask, "view_metrics", "nodes", item, cluster)
                        for item in ITEMS["nodes"])
-    got = (values.get("namespaces", 0), values.get("nodes", 0))
-    if decision != "deny" and got != (wanted_ns, wanted_nodes):
-        report(f"metrics count {got}, check allows {(wanted_ns, wanted_nodes)}")
+    if decision != "deny" and (got_ns, got_nodes) != (wanted_ns, wanted_nodes):
+        report(f"metrics count {(got_ns, got_nodes)}, check allows "
+               f"{(wanted_ns, wanted_nodes)}")
     if decision == "deny" and (wanted_ns or wanted_nodes):
         report("metrics deny, but check allows view_metrics on some of them")
 
 
-def disagreements(fleet: Fleet, username: str, asserted: Sequence[str]) -> list[str]:
+def compare(ask: Subjects, exact: Callable[[str], bool], who: str) -> list[str]:
     """Every way a subject's answer differs from ``check`` on the item where it lives,
-    for one principal over the fleet (empty: they all agree)."""
+    for one principal (empty: they all agree). ``exact(kind)``: whether a whole-type
+    answer's filters must show exactly the allowed items (else: no more)."""
     found: list[str] = []
-    identity = fleet.identity(username, asserted)
-    ask = Asker(fleet.state(identity), identity)
     for cluster in (*CLUSTERS, UNKNOWN):
         def report(text: str, cluster: str = cluster) -> None:
-            found.append(f"{username} {sorted(identity.groups)} on {cluster}: {text}")
+            found.append(f"{who} on {cluster}: {text}")
 
         for kind in ITEMS:
-            _whole_type(ask, fleet, kind, cluster, report)
+            _whole_type(ask, exact(kind), kind, cluster, report)
             _lists(ask, kind, cluster, report)
         _metrics(ask, cluster, report)
-        types = answers.custom_types(ask.state, ask.identity, [cluster], now=NOW)
+        types = ask.custom_types(cluster)
         for kind in CUSTOM:
             visible = ask.check("view", Resource(type=kind, cluster=cluster)).decision
             if (kind in types) != (visible != "deny"):
                 report(f"custom-types {'lists' if kind in types else 'omits'} {kind}, "
                        f"check answers {visible}")
-    everywhere = answers.custom_types(ask.state, ask.identity, CLUSTERS, now=NOW)
-    if everywhere != set().union(*(answers.custom_types(
-            ask.state, ask.identity, [c], now=NOW) for c in CLUSTERS)):
-        found.append(f"{username}: custom-types of the fleet is not the union of its clusters'")
-    permissions = answers.permissions(ask.state, ask.identity, CLUSTERS, now=NOW)
+    union = set().union(*(ask.custom_types(c) for c in CLUSTERS))
+    if ask.custom_types(None) != union:
+        found.append(f"{who}: custom-types of the fleet is not the union of its clusters'")
+    permissions = ask.permissions()
     for cluster in CLUSTERS:
         granted = [action for action in answers.ACTIONS if ask.check(
             action, Resource(type="cluster", name=cluster)).decision == "allow"]
         got = permissions[cluster]
-        if got.permissions != granted or got.decision != (
-                "allow" if "view" in granted else "deny"):
-            found.append(f"{username} on {cluster}: permissions {got}, check {granted}")
+        if got != ("allow" if "view" in granted else "deny", granted):
+            found.append(f"{who} on {cluster}: permissions {got}, check {granted}")
     return found
 
 
-def examples_of(found: Iterator[str], limit: int = 5) -> str:
-    return "\n".join(list(found)[:limit])
+def disagreements(fleet: Fleet, username: str, asserted: Sequence[str]) -> list[str]:
+    """:func:`compare` over the fleet in memory, for one principal."""
+    identity = fleet.identity(username, asserted)
+    return compare(Local(fleet, identity),
+                   lambda kind: not filtered_somewhere(fleet.monitor, fleet.inherited, kind),
+                   f"{username} {sorted(identity.groups)}")
