@@ -26,12 +26,12 @@ from typing import NamedTuple, Protocol
 import msgspec
 
 from clearance_core import placement, spread
-from clearance_core.decide import Decision, decide
-from clearance_core.evaluate import Matcher, evaluate_cluster
+from clearance_core.decide import Decision, decide, decide_on
+from clearance_core.evaluate import Matcher, Outcome, evaluate_cluster
 from clearance_core.filters import Item
 from clearance_core.govern import Governing, govern
 from clearance_core.hierarchy import Target
-from clearance_core.inherited_decide import decide_with_inherited
+from clearance_core.inherited_decide import decide_with_inherited, denies
 from clearance_core.listing import cluster_metrics
 from clearance_core.merge import EffectivePolicy, EffectiveRule
 from clearance_core.placed import Placed, all_of
@@ -77,13 +77,23 @@ class State(Protocol):
 
 
 def at_target(state: State, identity: Identity, action: str, resource: Resource, *,
-              cluster: str, namespace: str | None, now: float,
-              explain: bool) -> Decision:
-    """The answer at the target ``namespace`` reads (None: the cluster's)."""
-    decision = decide(state.policies, identity, action=action, resource=resource,
-                      cluster=cluster, labels=state.labels.get(cluster, {}), now=now,
-                      match=state.match, explain=explain)
+              cluster: str, namespace: str | None, now: float, explain: bool,
+              outcome: Outcome | None = None) -> Decision:
+    """The answer at the target ``namespace`` reads (None: the cluster's). ``outcome``:
+    the cluster's MonitorAccessPolicy evaluation, when already known (unexplained)."""
     target, rules = state.inherited(cluster, namespace)
+    if outcome is None:
+        decision = decide(state.policies, identity, action=action, resource=resource,
+                          cluster=cluster, labels=state.labels.get(cluster, {}), now=now,
+                          match=state.match, explain=explain)
+    elif rules and denies(rules, identity):
+        # An inherited Deny decides whatever the MonitorAccessPolicy's filters would
+        # show: they are not applied (the outcome is all the decision builds on).
+        decision = Decision(decision=outcome.decision, reason=outcome.reason,
+                            policy=outcome.policy, permissions=outcome.permissions,
+                            filters=None, outcome=outcome)
+    else:
+        decision = decide_on(outcome, resource)
     if rules:
         decision = decide_with_inherited(
             rules, identity, action=action, resource=resource, monitor=decision,
@@ -104,15 +114,20 @@ def check(state: State, identity: Identity, action: str, resource: Resource, *,
     if not there:
         return decision
     # Named without its namespace: the same question inside every Namespace target that
-    # answers this principal otherwise than the cluster's.
+    # answers this principal otherwise than the cluster's (one MonitorAccessPolicy
+    # evaluation of the cluster for all of them).
+    outcome = evaluate_cluster(state.policies, identity, action=action, cluster=cluster,
+                               labels=state.labels.get(cluster, {}), now=now,
+                               match=state.match, explain=False)
     inside = {ns: at_target(state, identity, action,
                             msgspec.structs.replace(resource, namespace=ns),
-                            cluster=cluster, namespace=ns, now=now, explain=False)
+                            cluster=cluster, namespace=ns, now=now, explain=False,
+                            outcome=outcome)
               for ns in there}
     kind = plural(resource.type)
     if resource.name == "*":
-        return spread.whole_type(kind, cluster, decision, inside)
-    return spread.bare_item(kind, resource.name, cluster, decision, inside)
+        return spread.whole_type(kind, cluster, decision, inside, explain=explain)
+    return spread.bare_item(kind, resource.name, cluster, decision, inside, explain=explain)
 
 
 def placed(state: State, identity: Identity, cluster: str, action: str, *,

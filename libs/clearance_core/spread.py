@@ -130,11 +130,12 @@ def _made(here: Decision, decision: DecisionKind, reason: str, *, source: Decisi
                     permissions=source.permissions, filters=filters, outcome=outcome)
 
 
-def whole_type(kind: str, cluster: str, here: Decision,
-               there: Mapping[str, Decision]) -> Decision:
+def whole_type(kind: str, cluster: str, here: Decision, there: Mapping[str, Decision],
+               *, explain: bool = True) -> Decision:
     """A whole type (plural ``kind``) in ``cluster``: ``here`` the answer at the
     cluster's target, ``there`` the answer inside each Namespace target that concerns
-    the principal (sorted by namespace)."""
+    the principal (sorted by namespace); ``explain``: with a trace step for each
+    namespace that changed the answer."""
     if here.decision != "deny":
         excluded = [namespace for namespace, found in there.items()
                     if found.decision == "deny" or (found.decision == "partial" and (
@@ -146,7 +147,7 @@ def whole_type(kind: str, cluster: str, here: Decision,
                   f"({first.reason})")
         steps = [_step(cluster, namespace, there[namespace],
                        "its namespace is excluded from the filters")
-                 for namespace in excluded]
+                 for namespace in excluded] if explain else []
         return _made(here, "partial", reason, source=here,
                      filters=excluding(here.filters, kind, excluded), steps=steps)
     shown = {namespace: found for namespace, found in there.items()
@@ -163,13 +164,14 @@ def whole_type(kind: str, cluster: str, here: Decision,
     reason = (f"{kind} visible only in namespace {_listed(kept)} ({first.reason}); "
               f"elsewhere in {cluster}: {here.reason}")
     steps = [_step(cluster, namespace, shown[namespace],
-                   "the filters show the type in its namespace") for namespace in kept]
+                   "the filters show the type in its namespace")
+             for namespace in kept] if explain else []
     return _made(here, "partial", reason, source=first,
                  filters=only_in(base, kind, kept), steps=steps)
 
 
 def bare_item(kind: str, name: str, cluster: str, here: Decision,
-              there: Mapping[str, Decision]) -> Decision:
+              there: Mapping[str, Decision], *, explain: bool = True) -> Decision:
     """An item of ``kind`` named without its namespace: allowed only if allowed at the
     cluster's target and inside every Namespace target that concerns the principal."""
     what = f"{singular(kind)} {name!r}"
@@ -181,7 +183,7 @@ def bare_item(kind: str, name: str, cluster: str, here: Decision,
         reason = (f"{here.reason}; {what} is named without its namespace and would be "
                   f"visible in namespace {_listed(shown)}: ask with its namespace")
         steps = [_step(cluster, namespace, there[namespace], "name it to ask there")
-                 for namespace in shown]
+                 for namespace in shown] if explain else []
         return _made(here, here.decision, reason, source=here, filters=None, steps=steps)
     hidden = [namespace for namespace, found in there.items()
               if found.decision != "allow"]
@@ -191,5 +193,6 @@ def bare_item(kind: str, name: str, cluster: str, here: Decision,
     reason = (f"{what} is named without its namespace, and namespace {_listed(hidden)} "
               f"would hide it ({first.reason}): ask with its namespace")
     steps = [_step(cluster, namespace, there[namespace],
-                   "an item there is hidden: name its namespace") for namespace in hidden]
+                   "an item there is hidden: name its namespace")
+             for namespace in hidden] if explain else []
     return _made(here, "deny", reason, source=first, filters=None, steps=steps)

@@ -76,9 +76,9 @@ def _aggregations_of_all(original: Callable[..., Any]) -> Callable[..., Any]:
 #: One subject at a time made to skip the Namespace targets (read the cluster's only).
 MUTATIONS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "check-whole-type": lambda mp: mp.setattr(
-        spread, "whole_type", lambda kind, cluster, here, there: here),
+        spread, "whole_type", lambda kind, cluster, here, there, **_: here),
     "check-item-without-namespace": lambda mp: mp.setattr(
-        spread, "bare_item", lambda kind, name, cluster, here, there: here),
+        spread, "bare_item", lambda kind, name, cluster, here, there, **_: here),
     "filter-items": lambda mp: mp.setattr(Placed, "visible", _here_only_visible),
     "filter-operators": lambda mp: mp.setattr(
         Placed, "_available",
