@@ -34,7 +34,7 @@ from clearance_core.hierarchy import Target
 from clearance_core.inherited_decide import decide_with_inherited, denies
 from clearance_core.listing import cluster_metrics
 from clearance_core.merge import EffectivePolicy, EffectiveRule
-from clearance_core.placed import Placed, all_of
+from clearance_core.placed import Placed, all_of, placed_spreads
 from clearance_core.policy import CompiledPolicy
 from clearance_core.principal import Identity
 from clearance_core.resources import plural, target_namespace
@@ -99,6 +99,23 @@ def at_target(state: State, identity: Identity, action: str, resource: Resource,
             rules, identity, action=action, resource=resource, monitor=decision,
             target=target, declared=state.declared)
     return decision
+
+
+def check_cost(state: State, resource: Resource, cluster: str) -> int:
+    """The Namespace targets :func:`check` weighs besides the resource's own target."""
+    if not placement.spreads(resource.type, resource.name, resource.namespace):
+        return 0
+    return len(state.namespace_targets(cluster))
+
+
+def filter_cost(state: State, cluster: str, type_name: str, items: Sequence[Item]) -> int:
+    """The (item, Namespace target) pairs :func:`filtered` weighs one by one: items
+    without a namespace and operators available everywhere, times the Namespace targets
+    that concern the principal."""
+    targets = len(state.namespace_targets(cluster))
+    if not targets:
+        return 0
+    return targets * sum(1 for item in items if placed_spreads(type_name, item))
 
 
 def check(state: State, identity: Identity, action: str, resource: Resource, *,

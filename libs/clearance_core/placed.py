@@ -67,6 +67,17 @@ def _named(view: RuleView, kind: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def placed_spreads(type_name: str, item: Item) -> bool:
+    """Whether a list item is weighed against every Namespace target: a namespaced item
+    without a namespace, or an operator available in ``*``."""
+    kind = plural(type_name)
+    if singular(kind) in CLUSTER_SCOPED or kind == "namespaces":
+        return False
+    if kind == "operators" and item.namespaces:
+        return "*" in item.namespaces
+    return item.namespace is None
+
+
 class Placed:
     """What governs one action on the items of one cluster, target by target."""
 

@@ -17,6 +17,7 @@ import msgspec
 
 from clearance_core import answers, placement
 from clearance_core.decide import Decision
+from clearance_core.errors import BadRequest
 from clearance_core.inherited_decide import namespace_of
 from clearance_core.principal import Identity
 from clearance_core.resources import (
@@ -39,6 +40,20 @@ from clearance_runtime.cache import (
 from clearance_runtime.health import Probe
 from clearance_runtime.reads import Reads, Snapshot
 
+#: CLEARANCE_NAMESPACE_TARGET_BUDGET's default (the settings hold the one in force).
+DEFAULT_BUDGET = 100_000
+
+
+def within_budget(cost: int, budget: int) -> None:
+    """BadRequest when one request would weigh more (question, Namespace target) pairs
+    than ``budget``: a principal many Namespace targets concern, asked many questions
+    that name no namespace, must not stall the service for everyone else."""
+    if cost > budget:
+        raise BadRequest(
+            f"this request weighs {cost} (question, Namespace target) pairs, more than "
+            f"{budget} (CLEARANCE_NAMESPACE_TARGET_BUDGET): the principal is concerned by "
+            "many Namespace targets; name the namespaces, or ask for less at once")
+
 
 def result_of(decision: Decision) -> CheckResult:
     return CheckResult(
@@ -54,9 +69,12 @@ def result_of(decision: Decision) -> CheckResult:
 
 
 class Decider:
-    def __init__(self, reads: Reads, cache: DecisionCache) -> None:
+    def __init__(self, reads: Reads, cache: DecisionCache, *,
+                 budget: int = DEFAULT_BUDGET) -> None:
         self._reads = reads
         self._cache = cache
+        #: (question, Namespace target) pairs one request may weigh.
+        self._budget = budget
 
     def cache_key(self, principal: Principal, check: BatchItem) -> tuple[str, str]:
         """The cache key of one check and its principal's digest (BadRequest for an
@@ -144,6 +162,8 @@ class Decider:
             self._reads, principal, clusters=sorted({clusters[i] for i in missing}),
             namespaces=sorted({ns for ns in namespaces.values() if ns is not None}),
             spread=any(_spreads(checks[i].resource) for i in missing))
+        within_budget(sum(answers.check_cost(snapshot, checks[i].resource, clusters[i])
+                          for i in missing), self._budget)
         entries: list[Entry] = []
         for i in missing:
             # Validity is measured from when the evaluation started (before the read).
@@ -180,6 +200,8 @@ class Decider:
                     namespaces=[] if namespace is None else [namespace],
                     spread=_spreads(check.resource))
                 state = snapshot.compiled_revision
+                within_budget(answers.check_cost(snapshot, check.resource, cluster),
+                              self._budget)
                 result = self._result(
                     snapshot, identity, check, pkey=pkey, cluster=cluster,
                     now=started, entries=entries, key=key,

@@ -25,6 +25,7 @@ from clearance_core.wire import (
     MetricsReply,
     MetricsRequest,
 )
+from clearance_decision.decider import DEFAULT_BUDGET, within_budget
 from clearance_decision.views import principal_snapshot
 from clearance_runtime.reads import Reads
 
@@ -37,8 +38,9 @@ def _checked(kind: str, item: ListItem, index: int) -> str | None:
 
 
 class Lists:
-    def __init__(self, reads: Reads) -> None:
+    def __init__(self, reads: Reads, *, budget: int = DEFAULT_BUDGET) -> None:
         self._reads = reads
+        self._budget = budget
 
     async def filter(self, request: FilterRequest) -> FilterReply:
         if not request.type or not request.cluster:
@@ -54,8 +56,9 @@ class Lists:
                 _checked(kind, item, index)
         snapshot, identity = await principal_snapshot(
             self._reads, request.who(), clusters=[cluster], spread=True)
-        listed = answers.filtered(snapshot, identity, cluster, kind, as_items(request.items),
-                                  now=time.time())
+        items = as_items(request.items)
+        within_budget(answers.filter_cost(snapshot, cluster, kind, items), self._budget)
+        listed = answers.filtered(snapshot, identity, cluster, kind, items, now=time.time())
         if listed.decision == "deny":
             return FilterReply(decision="deny", items=[], total=len(request.items), visible=0,
                                aggregations=None, revision=snapshot.revision)
