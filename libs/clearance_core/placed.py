@@ -153,8 +153,8 @@ class Placed:
         (:meth:`Governing.filter_items`); operators with their availability and
         namespaced items without a namespace one by one."""
         kind = plural(type_name)
-        if singular(kind) in CLUSTER_SCOPED:
-            return self.here.filter_items(kind, items)
+        if singular(kind) in CLUSTER_SCOPED or (not self.there and kind != "operators"):
+            return self.here.filter_items(kind, items)  # one target governs them all
         groups: dict[str | None, list[T]] = {}
         single: list[T] = []
         for item in items:
