@@ -1,4 +1,4 @@
-"""Every subject's answer for one principal, from one state (CONTRACT 3-6): ``check``,
+"""Every subject's answer for one principal, from one state: ``check``,
 ``filter``, ``metrics``, ``custom-types`` and ``permissions`` judge each item by the
 target it lives in, so they agree with ``check`` on every item in its namespace.
 
