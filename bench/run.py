@@ -311,6 +311,9 @@ async def main() -> None:
     parser.add_argument("--no-conditions", action="store_true",
                         help="skip 1,000 Fleet policies with `when` (bench/conditions.py, "
                              "about 2 min)")
+    parser.add_argument("--no-targets", action="store_true",
+                        help="skip whole-type checks over 5,000 Namespace targets "
+                             "(bench/targets.py, about 1 min)")
     parser.add_argument("--compile-backlog", action="store_true",
                         help="measure how fast a fleet already on the stream compiles, "
                              "and nothing else")
@@ -381,6 +384,11 @@ async def main() -> None:
 
         results["conditions"] = await conditions.measure()
         print(conditions.report(results["conditions"]))
+    if not args.rbac_only and not args.no_targets:
+        import targets  # noqa: PLC0415 - as freshness
+
+        results["targets"] = await targets.measure(min(args.seconds, 3.0))
+        print(targets.report(results["targets"]))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

@@ -32,8 +32,9 @@ from typing import NamedTuple
 
 from clearance_core.errors import BadRequest
 from clearance_core.merge import EffectiveRule
+from clearance_core.placement import spreads
 from clearance_core.principal import SA_PREFIX, service_account_groups
-from clearance_core.resources import CLUSTER_SCOPED, singular
+from clearance_core.resources import singular
 from clearance_core.wire import Principal, Resource, SubjectKind
 
 #: The username "others" and group subjects are asked as (another if something names it).
@@ -67,9 +68,9 @@ def question(cluster: str, type_name: str | None, namespace: str | None) -> Reso
 def spans_namespaces(resource: Resource) -> bool:
     """Whether the question is about items that may live in any namespace of the cluster
     (a whole namespaced type asked without a namespace): then every Namespace target of
-    the cluster can decide for some of them."""
-    return (resource.name == "*" and resource.namespace is None
-            and singular(resource.type) not in CLUSTER_SCOPED)
+    the cluster can decide for some of them — as for a check
+    (:func:`clearance_core.placement.spreads`)."""
+    return spreads(resource.type, resource.name, resource.namespace)
 
 
 class Names:

@@ -52,6 +52,14 @@ def decide(
     """``explain=False``: no trace (see ``evaluate_cluster``)."""
     outcome = evaluate_cluster(policies, identity, action=action, cluster=cluster,
                                labels=labels, now=now, match=match, explain=explain)
+    return decide_on(outcome, resource)
+
+
+def decide_on(outcome: Outcome, resource: Resource) -> Decision:
+    """The decision on ``resource`` once its cluster's evaluation is known: one outcome
+    serves every resource of the cluster (the same question placed in several
+    namespaces). With an explained outcome, the deciding step notes what the filters did
+    (the outcome is then this decision's own)."""
 
     def made(decision: DecisionKind, reason: str,
              filters: dict[str, Any] | None = None) -> Decision:

@@ -55,6 +55,19 @@ class Governing:
                 best = found
         return best
 
+    def type_decision_in(self, type_name: str, namespace: str) -> DecisionKind:
+        """A whole type asked inside ``namespace``, as ``check`` answers it: a view that
+        hides every item of the type there (:meth:`RuleView.namespace_hides`) shows
+        none."""
+        best: DecisionKind = "deny"
+        for view in self.views:
+            found = view.type_decision(type_name)
+            if found != "deny" and view.namespace_hides(type_name, namespace) is not None:
+                found = "deny"
+            if _RANK[found] > _RANK[best]:
+                best = found
+        return best
+
     def item_visible(self, type_name: str, item: Item) -> tuple[bool, str | None]:
         """(visible, what hid it under the first view) — visible if any view shows it."""
         reason: str | None = "denied"

@@ -85,6 +85,13 @@ def matching(rules: Mapping[str, EffectiveRule],
             if subjects_match(rules[name].rule, identity)]
 
 
+def denies(rules: Mapping[str, EffectiveRule], identity: Identity) -> bool:
+    """Whether a matching Deny rule denies everything there (the first step of
+    :func:`decide_with_inherited`)."""
+    return any(found.rule.effect == "Deny" and subjects_match(found.rule, identity)
+               for found in rules.values())
+
+
 def permissions_of(rules: Iterable[tuple[str, EffectiveRule]]) -> tuple[Action, ...]:
     granted = {action for _, found in rules for action in found.rule.permissions}
     return tuple(action for action in _ACTIONS if action in granted)

@@ -7,7 +7,7 @@ whose target does not exist or whose namespace may not write it), and the decisi
 check. :class:`Offline` gets them from the very code the compiler and the decision service
 run — each kind's fold from the registry on an in-memory :class:`~clearance_core.model.Model`
 (the store's writes are dropped: nothing reads them), the statuses the folds compute, and
-:func:`clearance_core.checking.decide_check` on the folded model — so it cannot disagree
+:func:`clearance_core.answers.check` on the folded model — so it cannot disagree
 with them.
 
 Each object is folded as the stream carries it: the watcher publishes it as JSON, so a
@@ -29,9 +29,8 @@ from typing import Any
 
 import msgspec
 
-from clearance_core import hierarchy, status
+from clearance_core import answers, hierarchy, status
 from clearance_core.authority import Authority
-from clearance_core.checking import decide_check
 from clearance_core.decide import Decision
 from clearance_core.evaluate import Matcher, match_cluster
 from clearance_core.fold import Affected
@@ -40,10 +39,11 @@ from clearance_core.folds.accesspolicies import conditions_of
 from clearance_core.hierarchy import Target
 from clearance_core.inherit_index import InheritanceIndex
 from clearance_core.kinds import ObjectRef, over_limits, ref_of
-from clearance_core.merge import EffectiveRule
+from clearance_core.merge import EffectivePolicy, EffectiveRule
 from clearance_core.model import Model
+from clearance_core.placement import NamespaceIndex
 from clearance_core.policy import CompiledPolicy
-from clearance_core.principal import identity_of
+from clearance_core.principal import Identity, identity_of
 from clearance_core.registry import REGISTRY
 from clearance_core.resources import check_principal, place_of
 from clearance_core.wire import PolicyStatus, Principal, Resource, StatusCondition
@@ -183,22 +183,24 @@ class Offline:
         """The decision the decision service would give (``BadRequest`` for a principal
         or resource it would refuse)."""
         check_principal(principal)
-        cluster, namespace = place_of(resource)
+        cluster, _ = place_of(resource)
         names = {principal.username, principal.email} - {None, ""}
         member_of = [group for group, users in self.model.groups.items()
                      if not names.isdisjoint(users)]
-        return decide_check(_State(self.model), identity_of(principal, member_of),
-                            action=action, resource=resource, cluster=cluster,
-                            namespace=namespace, now=self.now if now is None else now,
-                            explain=explain)
+        identity = identity_of(principal, member_of)
+        return answers.check(_State(self.model, identity), identity, action, resource,
+                             cluster=cluster, now=self.now if now is None else now,
+                             explain=explain)
 
 
 class _State:
-    """The folded model as a check reads it (:class:`clearance_core.checking.CompiledState`):
-    what the decision service's snapshot holds, from the model instead of the store."""
+    """The folded model as a check reads it (:class:`clearance_core.answers.State`): what
+    the decision service's snapshot holds for ``identity``, from the model instead of the
+    store."""
 
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: Model, identity: Identity) -> None:
         self._model = model
+        self._identity = identity
 
     @property
     def policies(self) -> Sequence[CompiledPolicy]:
@@ -226,3 +228,17 @@ class _State:
             if found is not None:
                 return found.target, found.rules
         return None, {}
+
+    def cluster_rules(self, cluster: str
+                      ) -> tuple[Target | None, Mapping[str, EffectiveRule]]:
+        return self.inherited(cluster, None)
+
+    def namespace_targets(self, cluster: str) -> Mapping[str, EffectivePolicy]:
+        """The cluster's Namespace targets that answer this identity otherwise than the
+        cluster's target (what the service's mirror indexes)."""
+        targets = {target.name: found for target, found in self._model.inherit.effective.items()
+                   if target.kind == "Namespace" and target.cluster == cluster}
+        if not targets:
+            return {}
+        index = NamespaceIndex(self.cluster_rules(cluster)[1], dict(sorted(targets.items())))
+        return index.concerning(self._identity)

@@ -33,7 +33,9 @@ import redis.asyncio as aioredis
 from clearance_core import hierarchy
 from clearance_core.evaluate import ClusterMatch, Matcher, match_cluster
 from clearance_core.merge import EffectivePolicy
+from clearance_core.placement import NamespaceIndex
 from clearance_core.policy import CompiledPolicy
+from clearance_core.principal import Identity
 from clearance_runtime import health, keys
 from clearance_runtime.coalesce import Coalescer
 from clearance_runtime.inherit_store import decode_effective, location
@@ -150,6 +152,10 @@ class StateMirror:
         self._declared: set[str] = set()
         self._access: set[str] = set()
         self._decoded: dict[bytes, EffectivePolicy] = {}
+        #: cluster -> its Namespace targets by the subjects they answer otherwise than
+        #: the cluster's target: built at the first read that needs it, kept current
+        #: target by target, dropped when the cluster's (or the Fleet's) rules change.
+        self._indexes: dict[str, NamespaceIndex] = {}
         #: policy key -> cluster -> which rule matches (``match_cluster``, memoised: a
         #: check evaluates the same policies against the same clusters again and again).
         #: Dropped with the policy, or for a cluster whose labels change.
@@ -254,6 +260,10 @@ class StateMirror:
             _put(self.labels, field, None if value is None else _labels(value))
         elif key == keys.EFFECTIVE:
             _put(self._effective, field, value)
+            if field == _FLEET_FIELD:
+                self._indexes.clear()
+            elif field.startswith(_CLUSTER_FIELD):
+                self._indexes.pop(field[len(_CLUSTER_FIELD):], None)
         elif key == keys.SOURCES:
             _toggle(self._declared, field, value is not None)
         elif key == keys.ACCESS_POLICIES:
@@ -264,6 +274,9 @@ class StateMirror:
             _put(targets, field, value)
             if not targets:
                 del self._effective_in[cluster]
+            index = self._indexes.get(cluster)
+            if index is not None:
+                index.put(field, None if value is None else self._decode(value))
 
     def _put_policy(self, key: str, new: CompiledPolicy | None) -> None:
         old = self.policies.pop(key, None)
@@ -289,9 +302,12 @@ class StateMirror:
     def snapshot(
         self, *, revision: int, username: str, email: str | None, groups: Sequence[str],
         clusters: Sequence[str] | None, namespaces: Sequence[str] | None,
+        spread: bool = False,
     ) -> Snapshot:
         """What the snapshot script returns, from the mirror (call right after
-        :meth:`current`, with no await in between)."""
+        :meth:`current`, with no await in between); ``spread``: with the Namespace
+        targets of those clusters that answer the principal otherwise than their
+        cluster's (:attr:`Snapshot.differing`), from the indexes."""
         names = [username, email] if email else [username]
         member: list[str] = []
         all_groups = dict.fromkeys(groups)
@@ -319,6 +335,10 @@ class StateMirror:
         )
         if self._access:
             self._inherited(snapshot, wanted, namespaces)
+            if spread and self._effective_in:
+                identity = Identity(username=username, email=email,
+                                    groups=frozenset(all_groups))
+                snapshot.differing = self._differing(identity, wanted)
         return snapshot
 
     @property
@@ -336,6 +356,33 @@ class StateMirror:
         """group -> the users (usernames or emails) its OpenShift Group lists (as
         :meth:`named`)."""
         return self._groups
+
+    def _differing(self, identity: Identity, clusters: Sequence[str]
+                   ) -> dict[str, dict[str, EffectivePolicy]]:
+        found: dict[str, dict[str, EffectivePolicy]] = {}
+        held = self._effective_in
+        if len(clusters) > len(held):  # every cluster (a principal-wide view)
+            wanted = set(clusters)
+            clusters = [cluster for cluster in held if cluster in wanted]
+        for cluster in clusters:
+            if cluster not in held:
+                continue
+            concerning = self._index(cluster).concerning(identity)
+            if concerning:
+                found[cluster] = concerning
+        return found
+
+    def _index(self, cluster: str) -> NamespaceIndex:
+        index = self._indexes.get(cluster)
+        if index is None:
+            own = self._effective.get(_CLUSTER_FIELD + cluster)
+            fleet = self._effective.get(_FLEET_FIELD)
+            base = own if own is not None else fleet
+            index = self._indexes[cluster] = NamespaceIndex(
+                {} if base is None else self._decode(base).rules,
+                {namespace: self._decode(blob)
+                 for namespace, blob in self._effective_in.get(cluster, {}).items()})
+        return index
 
     def _matcher(self) -> Matcher:
         generation, policies, labels = self._generation, self.policies, self.labels

@@ -153,19 +153,21 @@ class Reads:
 
     async def snapshot(
         self, principal: Principal, *, clusters: Sequence[str] | None,
-        namespaces: Sequence[str] | None = (),
+        namespaces: Sequence[str] | None = (), spread: bool = False,
     ) -> tuple[Snapshot, Identity]:
         """One consistent read of what decides for ``principal`` (its candidate policies,
         the labels of ``clusters``, ``None``: the whole inventory; the effective
         AccessPolicies of the Fleet, of those clusters and of their ``namespaces``,
-        ``None``: all) and its identity."""
+        ``None``: all; with ``spread``, the Namespace targets of those clusters that
+        answer the principal otherwise than their cluster's) and its identity."""
         if self.mirror is not None:
             return self.snapshot_now(principal, await self.mirror.current(),
-                                     clusters=clusters, namespaces=namespaces)
+                                     clusters=clusters, namespaces=namespaces,
+                                     spread=spread)
         asserted = effective_groups(principal.username, principal.groups, ())
         snapshot = await self._snapshots.read(
             username=principal.username, email=principal.email, groups=sorted(asserted),
-            clusters=clusters, namespaces=namespaces)
+            clusters=clusters, namespaces=namespaces, spread=spread)
         return snapshot, identity_of(principal, snapshot.member_of)
 
     async def current(self, probe: health.Probe | None = None) -> int | None:
@@ -176,13 +178,13 @@ class Reads:
 
     def snapshot_now(
         self, principal: Principal, revision: int, *, clusters: Sequence[str] | None,
-        namespaces: Sequence[str] | None = (),
+        namespaces: Sequence[str] | None = (), spread: bool = False,
     ) -> tuple[Snapshot, Identity]:
         """:meth:`snapshot` from the mirror as it stands, right after :meth:`current`
         returned ``revision`` (with no await in between)."""
         assert self.mirror is not None
         return _snapshot_of(self.mirror, principal, revision, clusters=clusters,
-                            namespaces=namespaces)
+                            namespaces=namespaces, spread=spread)
 
     async def effective_groups(
         self, username: str, given: Iterable[str], email: str | None = None
@@ -209,12 +211,12 @@ class Reads:
 
 
 def _snapshot_of(mirror: StateMirror, principal: Principal, revision: int, *,
-                 clusters: Sequence[str] | None,
-                 namespaces: Sequence[str] | None) -> tuple[Snapshot, Identity]:
+                 clusters: Sequence[str] | None, namespaces: Sequence[str] | None,
+                 spread: bool = False) -> tuple[Snapshot, Identity]:
     asserted = effective_groups(principal.username, principal.groups, ())
     snapshot = mirror.snapshot(
         revision=revision, username=principal.username, email=principal.email,
-        groups=sorted(asserted), clusters=clusters, namespaces=namespaces)
+        groups=sorted(asserted), clusters=clusters, namespaces=namespaces, spread=spread)
     return snapshot, identity_of(principal, snapshot.member_of)
 
 
@@ -249,7 +251,10 @@ class StateView:
         return self._mirror.members()
 
     def snapshot(self, principal: Principal, *, clusters: Sequence[str] | None,
-                 namespaces: Sequence[str] | None = ()) -> tuple[Snapshot, Identity]:
-        """Exactly what :meth:`Reads.snapshot` reads for ``principal``, at this state."""
+                 namespaces: Sequence[str] | None = (),
+                 spread: bool = False) -> tuple[Snapshot, Identity]:
+        """Exactly what :meth:`Reads.snapshot` reads for ``principal``, at this state
+        (``spread``: with the Namespace targets that concern it, as a check needs for a
+        question that names no namespace)."""
         return _snapshot_of(self._mirror, principal, self.revision, clusters=clusters,
-                            namespaces=namespaces)
+                            namespaces=namespaces, spread=spread)

@@ -87,6 +87,12 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     # policies for the Fleet and every target below it (comma-separated).
     admin_namespaces: str = "clearance-system"
 
+    # -- Namespace targets (a question that names no namespace): how many (question,
+    # Namespace target) pairs one request may weigh — a whole type or an item without its
+    # namespace, times the Namespace targets of its cluster that concern the principal;
+    # more is a bad_request (name the namespaces, or ask for less at once).
+    namespace_target_budget: _Positive = 100_000
+
     # -- HTTP surfaces (gateway, console, metrics): where they listen, who may ask, and
     # how much one client may hold or cause (clearance_runtime/httpserve.py).
     #: Address of the metrics/probe server (deploy/ sets 0.0.0.0 for Prometheus and
@@ -227,6 +233,8 @@ ENV = {
     "console_nats_url": "CLEARANCE_CONSOLE_NATS_URL",
     # Policy authority.
     "admin_namespaces": "CLEARANCE_ADMIN_NAMESPACES",
+    # Namespace targets.
+    "namespace_target_budget": "CLEARANCE_NAMESPACE_TARGET_BUDGET",
     # HTTP surfaces
     "metrics_host": "CLEARANCE_METRICS_HOST",
     "gateway_auth": "CLEARANCE_GATEWAY_AUTH",

@@ -15,7 +15,7 @@ to find every candidate policy; the identity itself is built by
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import msgspec
 import redis.asyncio as aioredis
@@ -24,7 +24,9 @@ from clearance_core import hierarchy
 from clearance_core.evaluate import Matcher, match_cluster
 from clearance_core.hierarchy import Target
 from clearance_core.merge import EffectivePolicy, EffectiveRule
+from clearance_core.placement import NamespaceIndex
 from clearance_core.policy import CompiledPolicy
+from clearance_core.principal import Identity
 from clearance_runtime import health, keys
 from clearance_runtime.inherit_store import decode_effective, location
 from clearance_runtime.state import decode_policy
@@ -145,14 +147,24 @@ class Snapshot(msgspec.Struct, kw_only=True):
     #: snapshot's policies and labels).
     match: Matcher = match_cluster
 
+    #: Per cluster, the Namespace targets that answer this snapshot's principal
+    #: otherwise than the cluster's target (read when asked with ``spread``).
+    differing: dict[str, dict[str, EffectivePolicy]] = {}
+
     def inherited(self, cluster: str, namespace: str | None
                   ) -> tuple[Target | None, Mapping[str, EffectiveRule]]:
         """The effective rules a decision in ``cluster`` (``namespace``) reads, and whose
         they are: Namespace C/N, else Cluster C, else the Fleet (CONTRACT 6)."""
         if namespace is not None:
-            found = self.namespace_effective.get(cluster, {}).get(namespace)
+            found = self.namespace_effective.get(cluster, {}).get(namespace) or \
+                self.differing.get(cluster, {}).get(namespace)
             if found is not None:
                 return found.target, found.rules
+        return self.cluster_rules(cluster)
+
+    def cluster_rules(self, cluster: str
+                      ) -> tuple[Target | None, Mapping[str, EffectiveRule]]:
+        """The effective rules of the cluster's target, and whose they are."""
         found = self.cluster_effective.get(cluster)
         if found is not None:
             return found.target, found.rules
@@ -166,9 +178,26 @@ class Snapshot(msgspec.Struct, kw_only=True):
         # at this cluster stores it without touching this principal's cached answers.
         return hierarchy.cluster(cluster), self.fleet.rules
 
-    def namespaces_with_policies(self, cluster: str) -> dict[str, EffectivePolicy]:
-        """The cluster's Namespace targets read (``namespaces="*"``: all of them)."""
-        return self.namespace_effective.get(cluster, {})
+    def namespace_targets(self, cluster: str) -> dict[str, EffectivePolicy]:
+        """The cluster's Namespace targets that answer this principal otherwise than the
+        cluster's target, by namespace (sorted); read only with ``spread``."""
+        return self.differing.get(cluster, {})
+
+    def spread_over(self, identity: Identity, clusters: Iterable[str],
+                    namespace_targets: Callable[[str], Mapping[str, EffectivePolicy]]
+                    ) -> None:
+        """Fill :attr:`differing` for ``clusters`` from every Namespace target of each
+        (``namespace_targets``), indexed here for this one read (the mirror keeps its
+        indexes instead)."""
+        found: dict[str, dict[str, EffectivePolicy]] = {}
+        for cluster in clusters:
+            targets = namespace_targets(cluster)
+            if targets:
+                index = NamespaceIndex(self.cluster_rules(cluster)[1], targets)
+                concerning = index.concerning(identity)
+                if concerning:
+                    found[cluster] = concerning
+        self.differing = found
 
 
 class SnapshotReader:
@@ -202,9 +231,15 @@ class SnapshotReader:
         groups: Sequence[str],
         clusters: Sequence[str] | None,
         namespaces: Sequence[str] | None = (),
+        spread: bool = False,
     ) -> Snapshot:
         """``clusters=None``: every cluster of the inventory; ``namespaces``: the
-        Namespace targets to read in each (``None``: all of them)."""
+        Namespace targets to read in each (``None``: all of them); ``spread``: also find
+        the Namespace targets that answer the principal otherwise than their cluster's
+        (:attr:`Snapshot.differing`). This script has no index of them: it reads every
+        Namespace target of those clusters (the mirror, the default, does not)."""
+        if spread:
+            namespaces = None
         wanted: list[str | int] = ["*"] if clusters is None else [len(clusters), *clusters]
         argv: list[str | int] = [username, email or "", len(groups), *groups, *wanted,
                                  *(["*"] if namespaces is None else namespaces)]
@@ -229,7 +264,7 @@ class SnapshotReader:
                 namespace_effective[key] = {
                     _str(pairs[j]): self._effective_of(pairs[j + 1])
                     for j in range(0, len(pairs), 2)}
-        return Snapshot(
+        snapshot = Snapshot(
             fleet=self._effective_of(fleet) if fleet else None,
             cluster_effective=cluster_effective,
             namespace_effective=namespace_effective,
@@ -241,3 +276,9 @@ class SnapshotReader:
             labels=cluster_labels,
             known_clusters=frozenset(cluster_labels),
         )
+        if spread and namespace_effective:
+            identity = Identity(username=username, email=email,
+                                groups=frozenset([*groups, *snapshot.member_of]))
+            snapshot.spread_over(identity, namespace_effective,
+                                 lambda cluster: namespace_effective.get(cluster, {}))
+        return snapshot

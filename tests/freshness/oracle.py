@@ -11,6 +11,11 @@ behind, the two differ.
 A filter's expected items are the items an item check allows (``view``): the contract
 says checks on items and ``filter`` requests are exact, so the filter's oracle is the
 check's, item by item.
+
+A check that names no namespace is answered over every Namespace target of its cluster
+whose matching rules differ from the cluster's, found here by comparing each target's
+rules with the cluster's (no index), and combined as the decision service combines them
+(:func:`clearance_core.answers.check`).
 """
 
 from __future__ import annotations
@@ -22,15 +27,15 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from clearance_core import hierarchy
+from clearance_core import answers, hierarchy
 from clearance_core.accesspolicy import compile_access_policy
-from clearance_core.decide import decide
 from clearance_core.errors import InvalidObject
+from clearance_core.evaluate import match_cluster
 from clearance_core.fold import fold_policy
 from clearance_core.hierarchy import Target
 from clearance_core.inherit_index import InheritanceIndex
-from clearance_core.inherited_decide import decide_with_inherited, namespace_of
-from clearance_core.merge import EffectiveRule
+from clearance_core.inherited_decide import matching
+from clearance_core.merge import EffectivePolicy, EffectiveRule
 from clearance_core.metricsource import compile_source, winner
 from clearance_core.principal import Identity
 from clearance_core.rbac import ResourceAttributes, parse_binding, parse_role
@@ -114,19 +119,18 @@ class Fresh:
             found = effective.get(hierarchy.cluster(cluster)) or effective[hierarchy.FLEET]
         return found.target, found.rules
 
+    def cluster_rules(self, cluster: str
+                      ) -> tuple[Target | None, Mapping[str, EffectiveRule]]:
+        return self.inherited(cluster, None)
+
     def check(self, who: Who, action: str, resource: Mapping[str, Any], *, now: float,
               explain: bool) -> dict[str, Any]:
         """The reply a check would get, without ``cached`` and ``revision``."""
         wire = msgspec.convert(resource, Resource)
         cluster = cluster_of(wire)
         identity = self.identity(who)
-        decision = decide(self.policies, identity, action=action, resource=wire,
-                          cluster=cluster, labels=self.clusters.get(cluster, {}), now=now)
-        target, rules = self.inherited(cluster, namespace_of(wire))
-        if rules:
-            decision = decide_with_inherited(rules, identity, action=action, resource=wire,
-                                             monitor=decision, target=target,
-                                             declared=self.declared)
+        decision = answers.check(_For(self, identity), identity, action, wire,
+                                 cluster=cluster, now=now, explain=explain)
         result = CheckResult(
             decision=decision.decision, allowed=decision.decision in ("allow", "partial"),
             reason=decision.reason, policy=decision.policy,
@@ -155,3 +159,25 @@ class Fresh:
         if error:
             status.evaluation_error = error
         return dict(json.loads(msgspec.json.encode(status)))
+
+
+class _For:
+    """The world as one principal's state (:class:`clearance_core.answers.State`)."""
+
+    match = staticmethod(match_cluster)
+
+    def __init__(self, fresh: Fresh, identity: Identity) -> None:
+        self._fresh, self._identity = fresh, identity
+        self.policies, self.labels = fresh.policies, fresh.clusters
+        self.declared = fresh.declared
+        self.inherited, self.cluster_rules = fresh.inherited, fresh.cluster_rules
+
+    def namespace_targets(self, cluster: str) -> dict[str, EffectivePolicy]:
+        """Every Namespace target of the cluster whose rules matching the principal
+        differ from the cluster's, by namespace."""
+        mine = matching(self.cluster_rules(cluster)[1], self._identity)
+        found = {target.name: effective
+                 for target, effective in self._fresh.inherit.effective.items()
+                 if target.kind == "Namespace" and target.cluster == cluster
+                 and matching(effective.rules, self._identity) != mine}
+        return dict(sorted(found.items()))

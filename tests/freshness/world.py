@@ -66,6 +66,9 @@ RESOURCES: tuple[dict[str, Any], ...] = (
     {"type": "cluster", "name": "c3"},
     {"type": "pods", "cluster": "c1"},
     {"type": "pods", "cluster": "c1", "namespace": "shop"},
+    # Named without a namespace: judged over c1's Namespace targets too.
+    {"type": "pod", "cluster": "c1", "name": "web-0"},
+    {"type": "namespaces", "cluster": "c2"},
     {"type": "pod", "cluster": "c1", "namespace": "shop", "name": "web-0"},
     {"type": "pods", "cluster": "c2", "namespace": "ops", "name": "db-0"},
     {"type": WIDGETS, "cluster": "c1", "namespace": "shop", "name": "w1",

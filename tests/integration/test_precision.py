@@ -19,6 +19,7 @@ import pytest
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, group
 from tests.integration.test_cache_names import publish
+from tests.unit.accesspolicies import access_policy, rule
 from tests.unit.policies import policy
 
 pytestmark = pytest.mark.integration
@@ -131,3 +132,30 @@ async def test_joining_a_group_drops_only_answers_about_what_its_policies_select
     assert await answers(system, bob, revision) == {
         "c1": ("deny", True), "c2": ("deny", True), "c3": ("deny", False),
         "elsewhere": ("deny", False)}
+
+
+async def test_a_namespace_target_drops_the_whole_type_answers_of_its_subjects(
+        system: System) -> None:
+    """A whole-type answer also reads the Namespace targets of its cluster: a new one
+    that denies alice's group in c1/vault drops her cached answers (the whole type of
+    pods in c1 turns partial, a pod named without its namespace is denied), while an
+    answer of a principal it does not name stays cached."""
+    other = {"username": "olga", "groups": ["ops"]}
+    revision = await change(system, "monitoraccesspolicy",
+                            on("ops", ["c*"], priority=9, groups=["ops"]))
+
+    async def pods(principal: dict[str, Any]) -> list[tuple[str, bool]]:
+        reply = await system.request("clearance.v1.check.batch", {
+            "principal": principal, "min_revision": revision, "checks": [
+                {"action": "view", "resource": {"type": "pods", "cluster": "c1"}},
+                {"action": "view", "resource": {"type": "pod", "name": "web-0",
+                                                "cluster": "c1"}}]})
+        return [(r["decision"], r["cached"]) for r in reply["results"]]
+
+    assert await pods(ALICE) == await pods(other) == [("allow", False)] * 2
+    assert await pods(ALICE) == await pods(other) == [("allow", True)] * 2
+    revision = await change(system, "accesspolicy", access_policy(
+        "vault-guard", namespace="vault", target=("Namespace", "c1", "vault"),
+        rules={"no-devs": rule(groups=["devs"], effect="Deny")}))
+    assert await pods(ALICE) == [("partial", False), ("deny", False)]
+    assert await pods(other) == [("allow", True)] * 2

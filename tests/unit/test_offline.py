@@ -1,5 +1,5 @@
 """Manifests folded offline (``clearance_core.offline``) with the compiler's folds, and
-checks decided on them with the decision service's code (``clearance_core.checking``)."""
+checks decided on them with the decision service's code (``clearance_core.answers``)."""
 
 from __future__ import annotations
 

@@ -60,10 +60,11 @@ class DecisionService:
         self._r = redis  # only for the heartbeat: every read goes through Reads
         self._reads = Reads(redis, mirror=settings.decision_mirror)
         self._cache = DecisionCache(redis, ttl_seconds=settings.decision_cache_ttl)
-        decider = Decider(self._reads, self._cache)
+        budget = settings.namespace_target_budget
+        decider = Decider(self._reads, self._cache, budget=budget)
         self._checks = Checks(decider, self._cache, self._reads)
         audience = Audience(self._reads, decider)
-        lists, views = Lists(self._reads), Views(self._reads)
+        lists, views = Lists(self._reads, budget=budget), Views(self._reads)
         review, operations = Reviews(self._reads), Operations(self._reads, self._cache)
         inherited = Inherited(self._reads)
         self._tokens = TokenReviews(settings.kubeconfig,

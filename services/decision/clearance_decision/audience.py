@@ -89,7 +89,7 @@ class Audience:
             raise NotFound(f"cluster {cluster!r} is not in the inventory (no ManagedCluster "
                            "of that name)")
         spans = spans_namespaces(check.resource)
-        names, targets = self._names(view, cluster, namespace, spans)
+        names = self._names(view, cluster, namespace, spans)
         bound_users, bound_groups = rbac.named([cluster])
         names.add(users=bound_users, groups=bound_groups)
         names.add_members(view.members())
@@ -109,12 +109,11 @@ class Audience:
             for subject in everyone[start:start + SLICE]:
                 principal = Principal(username=nobody) if subject is None else \
                     principal_of(subject, nobody)
+                # Items in any namespace: the Namespace targets that concern this
+                # principal are weighed, exactly as its check's snapshot weighs them.
                 snapshot, identity = view.snapshot(principal, clusters=[cluster],
-                                                   namespaces=read)
-                if spans:  # items in any namespace: every Namespace target, read once
-                    snapshot.namespace_effective = targets.namespace_effective
-                result = self._decide(snapshot, identity, check, cluster=cluster,
-                                      namespace=namespace, now=now)
+                                                   namespaces=read, spread=spans)
+                result = self._decide(snapshot, identity, check, cluster=cluster, now=now)
                 decided.append((result.decision, result.policy))
             if not last:
                 await asyncio.sleep(0)  # let other requests through between slices
@@ -129,12 +128,10 @@ class Audience:
             revision=view.revision)
 
     @staticmethod
-    def _names(view: StateView, cluster: str, namespace: str | None, spans: bool
-               ) -> tuple[Names, Snapshot]:
+    def _names(view: StateView, cluster: str, namespace: str | None, spans: bool) -> Names:
         """The names the question's policies hold: every MonitorAccessPolicy's subjects,
         and the subjects of the effective AccessPolicy rules a check on it reads (with
-        ``spans``, those of every Namespace target of the cluster too); and the snapshot
-        holding those targets."""
+        ``spans``, those of every Namespace target of the cluster too)."""
         names = Names()
         users, service_accounts, groups = view.named()
         names.add(users=users, service_accounts=service_accounts, groups=groups)
@@ -143,16 +140,16 @@ class Audience:
                                    [] if namespace is None else [namespace])
         names.add_rules(targets.inherited(cluster, namespace)[1].values())
         if spans:
-            for effective in targets.namespaces_with_policies(cluster).values():
+            for effective in targets.namespace_effective.get(cluster, {}).values():
                 names.add_rules(effective.rules.values())
-        return names, targets
+        return names
 
     def _decide(self, snapshot: Snapshot, identity: Identity, check: BatchItem, *,
-                cluster: str, namespace: str | None, now: float) -> CheckResult:
+                cluster: str, now: float) -> CheckResult:
         """What a check's cache miss answers for this snapshot (the cache entries it
         would store are dropped: nothing here is cached)."""
         # The check's own evaluation, not a copy of it: they cannot drift apart.
         return self._decider._result(
-            snapshot, identity, check, pkey="", cluster=cluster, namespace=namespace,
-            key="", now=now, entries=[], trace_key=None)
+            snapshot, identity, check, pkey="", cluster=cluster, key="", now=now,
+            entries=[], trace_key=None)
 

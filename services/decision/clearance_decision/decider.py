@@ -15,8 +15,9 @@ from collections.abc import Sequence
 
 import msgspec
 
-from clearance_core.checking import decide_check
+from clearance_core import answers, placement
 from clearance_core.decide import Decision
+from clearance_core.errors import BadRequest
 from clearance_core.inherited_decide import namespace_of
 from clearance_core.principal import Identity
 from clearance_core.resources import (
@@ -25,7 +26,7 @@ from clearance_core.resources import (
     place_of,
     principal_digest,
 )
-from clearance_core.wire import BatchItem, CheckResult, Principal
+from clearance_core.wire import BatchItem, CheckResult, Principal, Resource
 from clearance_decision.entries import pack, pack_trace, unpack, unpack_trace
 from clearance_decision.views import principal_snapshot
 from clearance_runtime import metrics
@@ -38,6 +39,20 @@ from clearance_runtime.cache import (
 )
 from clearance_runtime.health import Probe
 from clearance_runtime.reads import Reads, Snapshot
+
+#: CLEARANCE_NAMESPACE_TARGET_BUDGET's default (the settings hold the one in force).
+DEFAULT_BUDGET = 100_000
+
+
+def within_budget(cost: int, budget: int) -> None:
+    """BadRequest when one request would weigh more (question, Namespace target) pairs
+    than ``budget``: a principal many Namespace targets concern, asked many questions
+    that name no namespace, must not stall the service for everyone else."""
+    if cost > budget:
+        raise BadRequest(
+            f"this request weighs {cost} (question, Namespace target) pairs, more than "
+            f"{budget} (CLEARANCE_NAMESPACE_TARGET_BUDGET): the principal is concerned by "
+            "many Namespace targets; name the namespaces, or ask for less at once")
 
 
 def result_of(decision: Decision) -> CheckResult:
@@ -54,9 +69,12 @@ def result_of(decision: Decision) -> CheckResult:
 
 
 class Decider:
-    def __init__(self, reads: Reads, cache: DecisionCache) -> None:
+    def __init__(self, reads: Reads, cache: DecisionCache, *,
+                 budget: int = DEFAULT_BUDGET) -> None:
         self._reads = reads
         self._cache = cache
+        #: (question, Namespace target) pairs one request may weigh.
+        self._budget = budget
 
     def cache_key(self, principal: Principal, check: BatchItem) -> tuple[str, str]:
         """The cache key of one check and its principal's digest (BadRequest for an
@@ -142,13 +160,16 @@ class Decider:
         namespaces = {i: namespace_of(checks[i].resource) for i in missing}
         snapshot, identity = await principal_snapshot(
             self._reads, principal, clusters=sorted({clusters[i] for i in missing}),
-            namespaces=sorted({ns for ns in namespaces.values() if ns is not None}))
+            namespaces=sorted({ns for ns in namespaces.values() if ns is not None}),
+            spread=any(_spreads(checks[i].resource) for i in missing))
+        within_budget(sum(answers.check_cost(snapshot, checks[i].resource, clusters[i])
+                          for i in missing), self._budget)
         entries: list[Entry] = []
         for i in missing:
             # Validity is measured from when the evaluation started (before the read).
             results[i] = self._result(
                 snapshot, identity, checks[i], pkey=pkey, cluster=clusters[i],
-                namespace=namespaces[i], key=entry_key(digests[i]), now=started,
+                key=entry_key(digests[i]), now=started,
                 entries=entries,
                 trace_key=trace_key(digests[i]) if explain else None)
         await self._store(snapshot.compiled_revision, entries)
@@ -176,11 +197,14 @@ class Decider:
                 cluster, namespace = place_of(check.resource)
                 snapshot, identity = self._reads.snapshot_now(
                     principal, revision, clusters=[cluster],
-                    namespaces=[] if namespace is None else [namespace])
+                    namespaces=[] if namespace is None else [namespace],
+                    spread=_spreads(check.resource))
                 state = snapshot.compiled_revision
+                within_budget(answers.check_cost(snapshot, check.resource, cluster),
+                              self._budget)
                 result = self._result(
                     snapshot, identity, check, pkey=pkey, cluster=cluster,
-                    namespace=namespace, now=started, entries=entries, key=key,
+                    now=started, entries=entries, key=key,
                     trace_key=None)
             except Exception as exc:
                 out.append(exc)
@@ -200,13 +224,12 @@ class Decider:
         return out
 
     def _result(self, snapshot: Snapshot, identity: Identity, check: BatchItem, *,
-                pkey: str, cluster: str, namespace: str | None, key: str, now: float,
+                pkey: str, cluster: str, key: str, now: float,
                 entries: list[Entry], trace_key: str | None) -> CheckResult:
         """One check decided from a snapshot; its cache entry (and its explanation's,
         under ``trace_key`` if given) appended to ``entries``."""
-        decision = decide_check(
-            snapshot, identity, action=check.action, resource=check.resource,
-            cluster=cluster, namespace=namespace, now=now, explain=trace_key is not None)
+        decision = answers.check(snapshot, identity, check.action, check.resource,
+                                 cluster=cluster, now=now, explain=trace_key is not None)
         result = result_of(decision)
         if self._cache.ttl_ms > 0:
             outcome = decision.outcome
@@ -232,6 +255,12 @@ class Decider:
         stored_at = time.time()
         entries = [e for e in (_bounded(e, stored_at) for e in entries) if e.ttl_ms > 0]
         await self._cache.store(state, entries)
+
+
+def _spreads(resource: Resource) -> bool:
+    """Whether a check is judged over the cluster's Namespace targets (the resource was
+    placed, so :func:`placement.spreads` cannot raise)."""
+    return placement.spreads(resource.type, resource.name, resource.namespace)
 
 
 def _bounded(entry: Entry, now: float) -> Entry:

@@ -11,12 +11,11 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from clearance_core.evaluate import candidates, evaluate_cluster, matched_by, skip_reason
-from clearance_core.govern import Governing, govern
+from clearance_core import answers
+from clearance_core.evaluate import candidates, matched_by, skip_reason
 from clearance_core.principal import Identity
 from clearance_core.resources import check_principal
 from clearance_core.wire import (
-    Action,
     ClusterPermissions,
     PermissionsReply,
     PoliciesReply,
@@ -26,44 +25,23 @@ from clearance_core.wire import (
 )
 from clearance_runtime.reads import Reads, Snapshot
 
-ACTIONS: tuple[Action, ...] = ("view", "view_metrics")
-
 
 async def principal_snapshot(
     reads: Reads, principal: Principal, *, clusters: Sequence[str] | None,
-    namespaces: Sequence[str] | None = (),
+    namespaces: Sequence[str] | None = (), spread: bool = False,
 ) -> tuple[Snapshot, Identity]:
     """A usable principal's snapshot and identity; ``clusters=None``: the whole inventory;
-    ``namespaces``: the Namespace targets to read too (``None``: all)."""
+    ``namespaces``: the Namespace targets to read too (``None``: all); ``spread``: and
+    the Namespace targets that answer the principal otherwise than their cluster's."""
     check_principal(principal)
-    return await reads.snapshot(principal, clusters=clusters, namespaces=namespaces)
-
-
-def governing(snapshot: Snapshot, identity: Identity, cluster: str, action: str,
-              namespace: str | None = None, *, now: float | None = None) -> Governing:
-    """What governs ``action`` in the cluster (or one namespace of it): its
-    MonitorAccessPolicy outcome and the effective AccessPolicy rules there together."""
-    outcome = evaluate_cluster(snapshot.policies, identity, action=action, cluster=cluster,
-                               labels=snapshot.labels.get(cluster, {}),
-                               now=time.time() if now is None else now,
-                               match=snapshot.match)
-    return govern(outcome, snapshot.inherited(cluster, namespace)[1], identity, action,
-                  snapshot.declared)
+    return await reads.snapshot(principal, clusters=clusters, namespaces=namespaces,
+                                spread=spread)
 
 
 def permissions(snapshot: Snapshot, identity: Identity) -> dict[str, ClusterPermissions]:
     """cluster -> decision for ``view`` and every action granted there (a cluster check
     for each action: MonitorAccessPolicies and the Cluster target's AccessPolicies)."""
-    now = time.time()
-    out: dict[str, ClusterPermissions] = {}
-    for cluster in sorted(snapshot.labels):
-        granted = [action for action in ACTIONS
-                   if governing(snapshot, identity, cluster, action, now=now)]
-        out[cluster] = ClusterPermissions(
-            decision="allow" if "view" in granted else "deny",
-            permissions=granted,
-        )
-    return out
+    return answers.permissions(snapshot, identity, sorted(snapshot.labels), now=time.time())
 
 
 def policies(snapshot: Snapshot, identity: Identity) -> list[PolicySummary]:
