@@ -110,7 +110,7 @@ def without_undeclared_types(
 ) -> CompiledPolicy:
     """Drop the resource filters of custom types no MetricSource declares.
 
-    Such a type is unknown (CONTRACT section 2): hidden for checks and filters and absent
+    Such a type is unknown (README: Principals): hidden for checks and filters and absent
     from ``custom-types`` until a MetricSource declares it, and an unlisted custom type is
     exactly that. ``custom_types`` keeps the name, so the MetricSource's arrival re-folds
     this policy (and its status carries the warning meanwhile)."""
@@ -143,7 +143,7 @@ def fold_cluster(
 
 def group_users(obj: dict[str, Any]) -> list[str]:
     # One odd entry must not drop the whole Group (its members would lose access):
-    # scalars count in their JSON form, nulls are absent (CONTRACT section 0). A field a
+    # scalars count in their JSON form, nulls are absent (README: Conventions). A field a
     # Group does not have is an error, though: the whole Group is then withdrawn.
     strict.check_object("group", obj)
     return sorted(set(objects.texts(obj.get("users"), "users")))

@@ -1,4 +1,4 @@
-"""Targets of inherited AccessPolicies and the path from the Fleet down to each (CONTRACT 6).
+"""Targets of inherited AccessPolicies and the path from the Fleet down to each (README: Inherited).
 
 Least to most specific: ``Fleet`` → ``ClusterSet`` → ``Cluster`` → ``Namespace``.
 

@@ -1,4 +1,4 @@
-"""An AccessPolicy's RFC 0009 conditions, computed from effective policies (CONTRACT 6).
+"""An AccessPolicy's RFC 0009 conditions, computed from effective policies (README: Inherited).
 
 * ``Accepted``: True ``Accepted``; False ``Invalid`` (with the reason),
   ``TargetNotFound``, or ``Unauthorized`` (its namespace may not write policies for its

@@ -1,4 +1,4 @@
-"""Decisions with inherited AccessPolicies (CONTRACT 6), on top of MonitorAccessPolicies.
+"""Decisions with inherited AccessPolicies (README: Inherited), on top of MonitorAccessPolicies.
 
 For a resource in cluster C (namespace N if given) the decision reads the effective
 policy of Namespace C/N, else Cluster C, else the Fleet (:func:`target_for` names them in
@@ -61,7 +61,7 @@ def target_for(resource: Resource, cluster: str) -> tuple[Target, ...]:
 
 def access_view(rule: AccessRule, declared: frozenset[str] | None = None) -> RuleView:
     """An AccessPolicy rule's filters as a view. A custom type no MetricSource declares
-    (absent from ``declared``) is unlisted, so hidden (CONTRACT 2), exactly as in a
+    (absent from ``declared``) is unlisted, so hidden (README: Principals), exactly as in a
     MonitorAccessPolicy; ``None`` counts every type as declared."""
     if declared is None or all(f.type in BUILTIN_TYPES or f.type in declared
                                for f in rule.filters):
@@ -72,7 +72,7 @@ def access_view(rule: AccessRule, declared: frozenset[str] | None = None) -> Rul
 
 def subjects_match(rule: AccessRule, identity: Identity) -> bool:
     """Users match the username or email, service accounts the username, groups any
-    effective group; exact and case-sensitive (CONTRACT 2)."""
+    effective group; exact and case-sensitive (README: Principals)."""
     return (any(name in rule.users for name in identity.names)
             or identity.username in rule.service_accounts
             or not identity.groups.isdisjoint(rule.groups))

@@ -1,4 +1,5 @@
-"""Lists, aggregations and cluster metrics as one principal may see them (CONTRACT 3-4).
+"""Lists, aggregations and cluster metrics as one principal may see them
+(README: Policy semantics; The API).
 
 Everything a reply counts is derived from the visible items only — totals of what is
 visible, aggregations recomputed over the visible items, cluster metrics summed over the

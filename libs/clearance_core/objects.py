@@ -1,4 +1,4 @@
-"""One parsing convention for every Kubernetes object Clearance reads (CONTRACT section 0).
+"""One parsing convention for every Kubernetes object Clearance reads (README: Conventions).
 
 Policies, MetricSources, Roles, bindings, Groups and ManagedClusters all arrive as the
 API server serves them, or as any other producer writes them. Each kind reads its

@@ -139,7 +139,7 @@ class CompiledPolicy(msgspec.Struct, kw_only=True, frozen=True, dict=True):
         return f"{self.namespace}/{self.name}"
 
     def sort_key(self) -> tuple[int, int, str]:
-        """CONTRACT section 3 order: ascending priority, Deny first, then ns/name."""
+        """README: Policy semantics order: ascending priority, Deny first, then ns/name."""
         return (self.priority, 0 if self.effect == "Deny" else 1, self.key)
 
     def order(self) -> str:

@@ -1,4 +1,4 @@
-"""Service heartbeats and the system revision (CONTRACT section 1, ``clearance.v1.status``).
+"""Service heartbeats and the system revision (README: Events, ``clearance.v1.status``).
 
 Each service writes ``clr:svc:<name>`` (its revision and a heartbeat) about once a
 second; a service is healthy while its heartbeat is younger than ``STALE_AFTER``. The

@@ -1,4 +1,4 @@
-"""structlog set-up: JSON lines with the request id bound per request (CONTRACT section 8);
+"""structlog set-up: JSON lines with the request id bound per request (README: Configuration);
 in a terminal, structlog's console lines instead (``CLEARANCE_LOG_FORMAT`` decides)."""
 
 from __future__ import annotations

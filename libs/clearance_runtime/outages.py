@@ -1,6 +1,6 @@
 """Which failures are outages of the store or the bus (retry) and which are not.
 
-CONTRACT section 1: transient store/bus outages are retried; nothing else is. Anything
+README: Events: transient store/bus outages are retried; nothing else is. Anything
 else raised while folding one object is that object's failure (it becomes invalid), so
 the classification errs towards "not transient": retrying a deterministic failure is a
 crash loop, while marking an object invalid during a real outage is impossible anyway

@@ -154,7 +154,7 @@ class Snapshot(msgspec.Struct, kw_only=True):
     def inherited(self, cluster: str, namespace: str | None
                   ) -> tuple[Target | None, Mapping[str, EffectiveRule]]:
         """The effective rules a decision in ``cluster`` (``namespace``) reads, and whose
-        they are: Namespace C/N, else Cluster C, else the Fleet (CONTRACT 6)."""
+        they are: Namespace C/N, else Cluster C, else the Fleet (README: Inherited)."""
         if namespace is not None:
             found = self.namespace_effective.get(cluster, {}).get(namespace) or \
                 self.differing.get(cluster, {}).get(namespace)

@@ -1,4 +1,4 @@
-"""``token`` principals (CONTRACT section 9): a Kubernetes bearer token, verified with a
+"""``token`` principals (docs/security.md): a Kubernetes bearer token, verified with a
 TokenReview (``authentication.k8s.io/v1``), becomes the principal it names.
 
 The principal is the reviewed user's ``username`` and ``groups`` exactly as the API

@@ -89,7 +89,7 @@ class Fresh:
 
     def groups_of(self, username: str, given: tuple[str, ...] | list[str],
                   email: str | None = None) -> frozenset[str]:
-        """CONTRACT 2: the given groups, the Groups listing the username or email, and
+        """README: Principals: the given groups, the Groups listing the username or email, and
         the service-account groups."""
         found = set(given)
         found |= {g for g, users in self.groups.items()
@@ -109,7 +109,7 @@ class Fresh:
 
     def inherited(self, cluster: str, namespace: str | None
                   ) -> tuple[Target | None, Mapping[str, EffectiveRule]]:
-        """CONTRACT 6: the effective policy of Namespace C/N (one a policy names), else of
+        """README: Inherited: the effective policy of Namespace C/N (one a policy names), else of
         Cluster C (one that exists), else the Fleet's."""
         effective = self.inherit.effective
         found = None

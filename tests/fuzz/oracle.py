@@ -1,4 +1,4 @@
-"""What every reply must satisfy, whatever the request was (CONTRACT section 0).
+"""What every reply must satisfy, whatever the request was (README: Conventions).
 
 - a reply arrives (no silence, no timeout);
 - it is one JSON object;

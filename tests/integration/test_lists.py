@@ -1,4 +1,5 @@
-"""Lists, aggregations, cluster metrics and custom types over NATS (CONTRACT 3-4)."""
+"""Lists, aggregations, cluster metrics and custom types over NATS
+(README: Policy semantics; The API)."""
 
 from __future__ import annotations
 

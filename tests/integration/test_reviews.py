@@ -1,4 +1,5 @@
-"""Kubernetes access reviews over NATS, from Roles and bindings on the stream (CONTRACT 5)."""
+"""Kubernetes access reviews over NATS, from Roles and bindings on the stream
+(README: RBAC reviews)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""search.plan's SQL on a real PostgreSQL (CONTRACT section 5): it selects what search.filter keeps.
+"""search.plan's SQL on a real PostgreSQL (README: RBAC reviews): it selects what
+search.filter keeps.
 
 A throwaway server (the ``pgserver`` wheel: PostgreSQL binaries, run as an unprivileged
 user when we are root) in a temporary directory, the ACM search schema

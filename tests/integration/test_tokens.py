@@ -1,4 +1,4 @@
-"""``token`` principals (CONTRACT section 9): a Kubernetes bearer token, verified by a
+"""``token`` principals (docs/security.md): a Kubernetes bearer token, verified by a
 TokenReview against kmock (a real HTTP server playing the API server), becomes the
 principal it names — never an allow when anything about it fails."""
 

@@ -1,4 +1,4 @@
-"""Aggregations recomputed from visible items (CONTRACT section 3): tables and properties.
+"""Aggregations recomputed from visible items (README: Policy semantics): tables and properties.
 
 The properties compare ``compute`` with an independent reference written in exact
 arithmetic (``fractions``/``decimal``), over the items a RuleView leaves visible.

@@ -1,4 +1,4 @@
-"""Decisions inside a cluster: the deciding rule's filters (CONTRACT section 3)."""
+"""Decisions inside a cluster: the deciding rule's filters (README: Policy semantics)."""
 
 from __future__ import annotations
 

@@ -47,7 +47,7 @@ def test_the_watcher_may_patch_exactly_the_policies_statuses() -> None:
     assert writes == {
         ("clusterpulse.io", "monitoraccesspolicies/status", "patch"),
         ("clearance.io", "accesspolicies/status", "patch"),
-        # The decision service's, unchanged: bearer tokens (CONTRACT section 9).
+        # The decision service's, unchanged: bearer tokens (docs/security.md).
         ("authentication.k8s.io", "tokenreviews", "create"),
     }
     # Status rules grant nothing else, and the read rules nothing on a subresource.

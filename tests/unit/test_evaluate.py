@@ -1,4 +1,4 @@
-"""Cluster decisions (CONTRACT section 3): table-driven cases and properties."""
+"""Cluster decisions (README: Policy semantics): table-driven cases and properties."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Resource filters and the namespace rule (CONTRACT section 3): tables and properties.
+"""Resource filters and the namespace rule (README: Policy semantics): tables and properties.
 
 The properties check the compiled matchers against a reference written straight from
 the contract over the raw filter dicts, with ``fnmatch`` as an independent wildcard
@@ -432,7 +432,7 @@ def ref_text(value: Any) -> str | None:
 
 
 def ref_visible(raw: dict[str, Any], it: Item) -> bool:
-    """Reference for one filter, straight from CONTRACT section 3."""
+    """Reference for one filter, straight from README: Policy semantics."""
     if raw["visibility"] == "none":
         return False
     if raw["visibility"] == "all":

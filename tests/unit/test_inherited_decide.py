@@ -1,4 +1,4 @@
-"""Decisions with inherited AccessPolicies on top of MonitorAccessPolicies (CONTRACT 6):
+"""Decisions with inherited AccessPolicies on top of MonitorAccessPolicies (README: Inherited):
 a matching Deny rule wins over everything, then the first matching MonitorAccessPolicy,
 then the matching Allow rules together, else deny."""
 

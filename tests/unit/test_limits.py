@@ -1,4 +1,4 @@
-"""Request limits (CONTRACT section 0): the nesting check agrees with the real depth."""
+"""Request limits (README: Conventions): the nesting check agrees with the real depth."""
 
 from __future__ import annotations
 

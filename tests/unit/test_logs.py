@@ -1,4 +1,4 @@
-"""Every line a Clearance process writes to stderr parses as JSON (CONTRACT section 8)."""
+"""Every line a Clearance process writes to stderr parses as JSON (README: Configuration)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Resource normalisation and the cache key of a decision (CONTRACT sections 0, 2)."""
+"""Resource normalisation and the cache key of a decision (README: Conventions; Principals)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ FieldValue = str | int | float | bool | None
 
 
 class Principal(msgspec.Struct, kw_only=True, frozen=True):
-    """Who is asking, as asserted by the calling service (CONTRACT section 2)."""
+    """Who is asking, as asserted by the calling service (README: Principals)."""
 
     username: str
     groups: Groups = []
@@ -39,7 +39,7 @@ TimeoutMs = Annotated[int, msgspec.Meta(ge=0, le=60_000)]
 
 
 class RequestBase(msgspec.Struct, kw_only=True):
-    """Fields every request subject accepts (CONTRACT section 0)."""
+    """Fields every request subject accepts (README: Conventions)."""
 
     request_id: str | None = None
     min_revision: Revision | None = None
@@ -52,7 +52,7 @@ Token = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_TOKEN)]
 
 
 class PrincipalBase(RequestBase, kw_only=True):
-    """A request on behalf of someone (CONTRACT section 9): ``principal`` as asserted by
+    """A request on behalf of someone (docs/security.md): ``principal`` as asserted by
     the calling service, or ``token``, a Kubernetes bearer token that the decision
     service verifies with a TokenReview and turns into the principal it names (username
     and groups; no email). Exactly one of the two; ``cache.clear`` takes at most one."""

@@ -1,4 +1,4 @@
-"""Checks, batches, status and the principal-wide views (CONTRACT sections 1, 4)."""
+"""Checks, batches, status and the principal-wide views (README: Events; The API)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Inherited AccessPolicies on the wire (CONTRACT 6): targets, ``clearance.v1.effective``,
+"""Inherited AccessPolicies on the wire (README: Inherited): targets, ``clearance.v1.effective``,
 ``clearance.v1.effective.reach`` and ``clearance.v1.effective.simulate``.
 
 :class:`Target` is the core's own type too (``clearance_core.hierarchy`` re-exports it),

@@ -1,4 +1,4 @@
-"""The event stream and the events Clearance publishes (CONTRACT sections 1, 7)."""
+"""The event stream and the events Clearance publishes (README: Events)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from clearance_core.wire.common import EventType
 
 
 class Event(msgspec.Struct, kw_only=True):
-    """One change on ``clearance.events.<kind>.<id>`` (CONTRACT section 1)."""
+    """One change on ``clearance.events.<kind>.<id>`` (README: Events)."""
 
     type: EventType
     object: dict[str, Any]

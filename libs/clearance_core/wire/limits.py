@@ -1,4 +1,4 @@
-"""Request size limits (CONTRACT section 0): exceeding one is a ``bad_request`` naming it.
+"""Request size limits (README: Conventions): exceeding one is a ``bad_request`` naming it.
 
 List lengths are declared on the wire Structs (``msgspec.Meta(max_length=...)``), so the
 decoder refuses an oversized list before the service touches it, the message names the

@@ -1,4 +1,4 @@
-"""Filtered lists, cluster metrics and custom types (CONTRACT sections 3, 4)."""
+"""Filtered lists, cluster metrics and custom types (README: Policy semantics; The API)."""
 
 from __future__ import annotations
 

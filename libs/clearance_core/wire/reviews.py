@@ -1,4 +1,4 @@
-"""Kubernetes access reviews and ACM search (CONTRACT section 5)."""
+"""Kubernetes access reviews and ACM search (README: RBAC reviews)."""
 
 from __future__ import annotations
 

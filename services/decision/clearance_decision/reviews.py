@@ -1,4 +1,4 @@
-"""Kubernetes and OpenShift access reviews over NATS (CONTRACT section 5).
+"""Kubernetes and OpenShift access reviews over NATS (README: RBAC reviews).
 
 ``review.subject`` takes a SubjectAccessReview exactly as a Kubernetes client sends it and
 returns the same object with its ``status``; ``review.rules`` answers in the
