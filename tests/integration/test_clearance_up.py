@@ -307,6 +307,51 @@ def test_a_second_up_on_the_same_state_refuses_and_leaves_the_first_alone(
     assert reply["revision"] >= EXAMPLES_LOADED
 
 
+def readme_walkthrough() -> list[tuple[int, str, int | None]]:
+    """The ``$`` lines of the README's console blocks from "Quick start" through "The
+    command line": (line number, command, the exit status the README shows after it with
+    ``; echo $?``, else None)."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    start = lines.index("## Quick start")
+    end = next(i for i, line in enumerate(lines) if i > start and line.startswith("## ")
+               and not line.startswith(("## Quick start", "## The command line")))
+    found: list[tuple[int, str, int | None]] = []
+    fence: str | None = None
+    for number in range(start, end):
+        line = lines[number]
+        if line.startswith("```"):
+            fence = None if fence is not None else line[3:]
+            continue
+        if fence == "console" and line.startswith("$ "):
+            command = line[2:]
+            shown = None
+            if command.endswith("echo $?"):  # the status: the output's first bare number
+                shown = next(int(out) for out in lines[number + 1:] if out.isdigit())
+            found.append((number + 1, command, shown))
+    return found
+
+
+def test_every_walkthrough_command_of_the_readme_can_be_pasted(running: Fleet) -> None:
+    """A new user pastes the README's commands as written, from the repository's root: each
+    answers (0, or 1 for a no), or exits as the README shows it does; none is a usage
+    error or finds nothing to talk to. The PATH line comes first: the others need it."""
+    commands = readme_walkthrough()
+    assert len(commands) >= 30, commands
+    exports = [c for _, c, _ in commands if c.startswith("export PATH=")]
+    assert exports and exports[0].startswith('export PATH="$PWD/.venv/bin:$PATH"')
+    env = {**running.env, "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
+    for number, command, shown in commands:
+        if command.startswith("export PATH="):
+            continue
+        done = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=60, check=False)
+        if shown is not None:
+            assert done.stdout.split()[-1:] == [str(shown)], (number, command, done)
+        else:
+            assert done.returncode in (0, 1), (number, command, done.stderr)
+            assert done.stdout.strip(), (number, command, "printed nothing")
+
+
 def test_ctrl_c_stops_everything_within_5_seconds(running: Fleet) -> None:
     """Last in the module: it ends the fleet the tests above asked."""
     assert stop(running.up) < 5.0  # services, then both servers, within 5 s

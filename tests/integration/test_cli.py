@@ -27,22 +27,8 @@ from tests.integration.test_nats_accounts import _self_signed
 pytestmark = pytest.mark.integration
 
 BOB = ["--user", "bob", "--group", "developers"]
+WALKTHROUGH = Path(__file__).resolve().parents[2] / "docs" / "walkthrough"
 ALICE = ["--user", "alice", "--group", "platform-team"]
-PVCS = [{"name": "data-0", "namespace": "app-shop",
-         "fields": {"storageClass": "gp3", "phase": "Bound", "sizeGi": 100}},
-        {"name": "scratch", "namespace": "app-shop",
-         "fields": {"storageClass": "io2", "phase": "Bound", "sizeGi": 500}}]
-METRICS = {"namespaces": [{"name": "app-shop", "pods": 3, "pods_running": 3},
-                          {"name": "kube-system", "pods": 9, "pods_running": 9}],
-           "nodes": [{"name": "n1", "ready": True, "cpu_capacity": 4,
-                      "memory_capacity": 16}]}
-SEARCH = [{"cluster": "local-cluster", "group": "", "resource": "pods", "namespace": "payments",
-           "name": "api-0"},
-          {"cluster": "prod-us-east", "group": "", "resource": "secrets",
-           "namespace": "payments", "name": "token"}]
-CHECKS = [{"action": "view", "resource": {"type": "cluster", "name": "dev-sandbox"}},
-          {"action": "view", "resource": {"type": "cluster", "name": "prod-us-east"}}]
-
 #: command line -> (a member of its JSON reply, the first words of its table's header).
 QUESTIONS: dict[str, tuple[list[str], str, list[str]]] = {
     "check": (["check", *BOB, "--cluster", "staging-us-east", "--type", "pods"], "decision",
@@ -86,11 +72,11 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The README walkthrough's request files (docs/walkthrough), and a policy to
+    simulate."""
     here = tmp_path_factory.mktemp("cli-files")
-    (here / "pvcs.json").write_text(json.dumps(PVCS))
-    (here / "metrics.yaml").write_text(yaml.safe_dump(METRICS))
-    (here / "search.json").write_text(json.dumps(SEARCH))
-    (here / "checks.yaml").write_text(yaml.safe_dump(CHECKS))
+    for path in WALKTHROUGH.iterdir():
+        shutil.copy(path, here / path.name)
     (here / "guardrails.yaml").write_text(GUARDRAILS_WITHOUT_METRICS)
     return here
 
@@ -136,7 +122,8 @@ def test_answers_in_the_tables(fleet: dict[str, str], files: Path) -> None:
     assert list(seeing)[-1] == ("others", "*")
     batch = clearance(fleet, *QUESTIONS["batch"][0], cwd=files).stdout.splitlines()
     assert [line.split()[:4] for line in batch[1:]] == [
-        ["0", "cluster", "dev-sandbox", "allow"], ["1", "cluster", "prod-us-east", "deny"]]
+        ["0", "cluster", "dev-sandbox", "allow"],
+        ["1", "pods", "prod-us-east/shop/*", "partial"]]  # as the README shows
     visible = clearance(fleet, *QUESTIONS["filter"][0], cwd=files).stdout
     assert "data-0" in visible and "scratch" not in visible
 
