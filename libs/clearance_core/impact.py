@@ -105,10 +105,14 @@ def changed_rules(before: EffectivePolicy | None,
     return found
 
 
-def resources_of(target: Target, rules: Iterable[EffectiveRule]) -> list[Resource]:
-    """The target itself, then each type the rules' Allow versions filter (sorted)."""
-    types = sorted({flt.type for found in rules if found.rule.effect == "Allow"
-                    for flt in found.rule.filters})
+def filtered_types(rules: Iterable[EffectiveRule]) -> list[str]:
+    """The types the rules' Allow versions filter (sorted)."""
+    return sorted({flt.type for found in rules if found.rule.effect == "Allow"
+                   for flt in found.rule.filters})
+
+
+def resources_of(target: Target, types: Iterable[str]) -> list[Resource]:
+    """The target itself, then each of ``types`` the target can ask about."""
     if target.kind == "Namespace":
         cluster, namespace = target.cluster or "", target.name
         # Cluster-scoped types (and the cluster) are judged at the cluster's target, and
@@ -184,6 +188,41 @@ def answer_of(side: answers.State, identity: Identity, resource: Resource, *,
                         permissions=list(decision.permissions), filters=decision.filters)
 
 
+class _Named:
+    """The changed rules of each target and the subjects they name, worked out once per
+    distinct change: a Fleet or ClusterSet change gives thousands of targets the same
+    rules (the same objects), so planning costs the distinct changes, not the targets."""
+
+    def __init__(self, sides: tuple[InheritanceIndex, InheritanceIndex],
+                 members: Mapping[str, Collection[str]]) -> None:
+        self._sides = sides
+        self._members = members
+        self._rules: dict[tuple[int, int], list[EffectiveRule]] = {}
+        self._named: dict[tuple[int, ...], tuple[list[Subject], list[str]]] = {}
+        #: Every username named so far.
+        self.taken: set[str] = set()
+
+    def at(self, target: Target) -> tuple[list[Subject], list[str]]:
+        """The subjects the target's changed rules name, and the types they filter."""
+        before, after = (side.effective_of(target) for side in self._sides)
+        old = before.rules if before is not None else {}
+        new = after.rules if after is not None else {}
+        # Keyed by identity: both indexes (which hold these objects) outlive the plan.
+        pair = (id(old), id(new))
+        rules = self._rules.get(pair)
+        if rules is None:
+            rules = self._rules[pair] = changed_rules(before, after)
+        key = tuple(id(found.rule) for found in rules)
+        found = self._named.get(key)
+        if found is None:
+            names = Names()
+            names.add_rules(rules)
+            names.add_members(self._members)
+            self.taken |= names.taken()
+            found = self._named[key] = (names.subjects(), filtered_types(rules))
+        return found
+
+
 class Impact:
     """The access diff between two indexes (``before`` is not mutated; neither is
     ``after`` once given)."""
@@ -203,22 +242,17 @@ class Impact:
         """The rows for the targets of a dry run's diff (``members``: group -> the users
         its OpenShift Group lists; ``taken``: other usernames in use, which a group's
         principal must not be named)."""
-        before, after = self._sides
         questions: list[Question] = []
         total = 0
         everyone: set[str] = set(taken)
+        named = _Named(self._sides, members)
         for target in sorted(set(targets), key=Target.sort_key):
             if not _decides(target):
                 continue
-            rules = changed_rules(before.effective_of(target), after.effective_of(target))
-            if not rules:
+            subjects, types = named.at(target)
+            if not subjects:
                 continue
-            names = Names()
-            names.add_rules(rules)
-            names.add_members(members)
-            everyone |= names.taken()
-            subjects = names.subjects()
-            resources = resources_of(target, rules)
+            resources = resources_of(target, types)
             cluster = target.cluster if target.kind == "Namespace" else target.name
             assert cluster is not None  # a Namespace target names its cluster
             total += len(subjects) * len(resources)
@@ -227,7 +261,7 @@ class Impact:
                     break
                 questions += [Question(target, subject, resource, cluster)
                               for resource in resources[:limit - len(questions)]]
-        nobody = unnamed(everyone)
+        nobody = unnamed(everyone | named.taken)
         principals = {question.subject: principal_of(question.subject, nobody)
                       for question in questions}
         return Plan(questions, total, principals)
