@@ -67,7 +67,7 @@ class DecisionService:
         lists, views = Lists(self._reads, budget=budget), Views(self._reads)
         review, operations = Reviews(self._reads), Operations(self._reads, self._cache)
         inherited = Inherited(self._reads, rows=settings.simulate_access_rows,
-                              budget=budget)
+                              budget=budget, max_payload=lambda: nc.max_payload)
         self._tokens = TokenReviews(settings.kubeconfig,
                                     audiences=settings.token_audience_list)
         self.routes: dict[str, Route] = route_table({

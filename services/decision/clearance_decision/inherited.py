@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
+
+import msgspec
 
 from clearance_core.audience import Subject
 from clearance_core.errors import BadRequest, NotFound
@@ -28,6 +31,7 @@ from clearance_core.merge import EffectivePolicy
 from clearance_core.principal import Identity
 from clearance_core.simulate import dry_run
 from clearance_core.wire import (
+    AccessTruncated,
     EffectiveReply,
     EffectiveRequest,
     ReachReply,
@@ -40,8 +44,11 @@ from clearance_core.wire import (
 from clearance_runtime.reads import Reads
 
 ACCESS_POLICY = "accesspolicy"
+_encode = msgspec.json.Encoder().encode
 #: Access rows decided between two yields to the event loop.
 SLICE = 128
+#: Room left in a reply for what the route adds (its request_id).
+MARGIN = 1024
 
 
 def check_target(target: Target) -> None:
@@ -77,10 +84,12 @@ def reply_of(effective: EffectivePolicy) -> EffectiveReply:
 
 
 class Inherited:
-    def __init__(self, reads: Reads, *, rows: int = 2000, budget: int = 100_000) -> None:
+    def __init__(self, reads: Reads, *, rows: int = 2000, budget: int = 100_000,
+                 max_payload: Callable[[], int] | None = None) -> None:
         self._reads = reads
         self._rows = rows
         self._budget = budget
+        self._max_payload = max_payload
         # One access diff at a time: each may decide thousands of checks.
         self._one_at_a_time = asyncio.Semaphore(1)
 
@@ -138,3 +147,20 @@ class Inherited:
                 plan, len(reply.access), limit=self._rows, budget=self._budget,
                 limit_setting="CLEARANCE_SIMULATE_ACCESS_ROWS",
                 budget_setting="CLEARANCE_NAMESPACE_TARGET_BUDGET")
+            self._fit(reply, plan.total)
+
+    def _fit(self, reply: SimulateReply, total: int) -> None:
+        """Cut the access rows to what the NATS server can carry: a dry run too large to
+        send would be only an error, while its first rows say who moves."""
+        limit = self._max_payload() - MARGIN if self._max_payload is not None else None
+        if limit is None:
+            return
+        size = len(_encode(reply))
+        while size > limit and reply.access:
+            keep = min(len(reply.access) - 1, int(len(reply.access) * limit / size * 0.9))
+            reply.access = reply.access[:max(keep, 0)]
+            reply.truncated = AccessTruncated(
+                listed=len(reply.access), total=total,
+                reason=f"the rest would take the reply over the NATS server's max_payload "
+                       f"of {limit + MARGIN} bytes")
+            size = len(_encode(reply))
