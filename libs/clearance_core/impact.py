@@ -197,7 +197,9 @@ class _Named:
                  members: Mapping[str, Collection[str]]) -> None:
         self._sides = sides
         self._members = members
-        self._rules: dict[tuple[int, int], list[EffectiveRule]] = {}
+        # Keyed by identity; each entry holds the objects its key names, so no id is
+        # reused while the plan lives.
+        self._rules: dict[tuple[int, int], tuple[object, object, list[EffectiveRule]]] = {}
         self._named: dict[tuple[int, ...], tuple[list[Subject], list[str]]] = {}
         #: Every username named so far.
         self.taken: set[str] = set()
@@ -207,12 +209,12 @@ class _Named:
         before, after = (side.effective_of(target) for side in self._sides)
         old = before.rules if before is not None else {}
         new = after.rules if after is not None else {}
-        # Keyed by identity: both indexes (which hold these objects) outlive the plan.
         pair = (id(old), id(new))
-        rules = self._rules.get(pair)
-        if rules is None:
-            rules = self._rules[pair] = changed_rules(before, after)
-        key = tuple(id(found.rule) for found in rules)
+        held = self._rules.get(pair)
+        if held is None:
+            held = self._rules[pair] = (old, new, changed_rules(before, after))
+        rules = held[2]
+        key = tuple(id(found.rule) for found in rules)  # held by ``rules``
         found = self._named.get(key)
         if found is None:
             names = Names()
