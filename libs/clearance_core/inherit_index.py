@@ -136,6 +136,13 @@ class InheritanceIndex:
             found += [t for t in self._namespaces.get(name, ()) if self._at.get(t)]
         return sorted(found, key=Target.sort_key)
 
+    def namespace_targets(self, cluster_name: str) -> dict[str, EffectivePolicy]:
+        """The materialised Namespace targets of a cluster, by namespace (sorted)."""
+        found = {target.name: self.effective[target]
+                 for target in self._namespaces.get(cluster_name, ())
+                 if target in self.effective}
+        return dict(sorted(found.items()))
+
     def on_path(self, target: Target) -> list[CompiledAccessPolicy]:
         path = self.inventory.path(target) or ()
         return [policy for step in path for policy in self._at.get(step, {}).values()]

@@ -29,7 +29,7 @@ from typing import Any
 
 import msgspec
 
-from clearance_core import answers, hierarchy, status
+from clearance_core import answers, hierarchy, impact, status
 from clearance_core.authority import Authority
 from clearance_core.decide import Decision
 from clearance_core.evaluate import Matcher, match_cluster
@@ -46,7 +46,15 @@ from clearance_core.policy import CompiledPolicy
 from clearance_core.principal import Identity, identity_of
 from clearance_core.registry import REGISTRY
 from clearance_core.resources import check_principal, place_of
-from clearance_core.wire import PolicyStatus, Principal, Resource, StatusCondition
+from clearance_core.simulate import dry_run
+from clearance_core.wire import (
+    PolicyStatus,
+    Principal,
+    Resource,
+    SimulateReply,
+    StatusCondition,
+)
+from clearance_core.wire.effective import Operation
 
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder(dict[str, Any]).decode
@@ -184,13 +192,29 @@ class Offline:
         or resource it would refuse)."""
         check_principal(principal)
         cluster, _ = place_of(resource)
+        state, identity = self._monitors(principal)
+        return answers.check(state, identity, action, resource,
+                             cluster=cluster, now=self.now if now is None else now,
+                             explain=explain)
+
+    def simulate(self, obj: Any, operation: Operation = "apply", *, limit: int,
+                 budget: int) -> SimulateReply:
+        """``clearance.v1.effective.simulate`` on the folded model, with its access diff
+        (who gains or loses access where), as the decision service answers it."""
+        reply, after = dry_run(self.model.inherit, obj, operation,
+                               invalid=self.model.access_invalid)
+        reply.access, reply.truncated = impact.access_diff(
+            self.model.inherit, after, [diff.target for diff in reply.targets],
+            self._monitors, self.model.groups, declared=frozenset(self.model.type_sources),
+            now=self.now, limit=limit, budget=budget)
+        return reply
+
+    def _monitors(self, principal: Principal) -> tuple[_State, Identity]:
         names = {principal.username, principal.email} - {None, ""}
         member_of = [group for group, users in self.model.groups.items()
                      if not names.isdisjoint(users)]
         identity = identity_of(principal, member_of)
-        return answers.check(_State(self.model, identity), identity, action, resource,
-                             cluster=cluster, now=self.now if now is None else now,
-                             explain=explain)
+        return _State(self.model, identity), identity
 
 
 class _State:

@@ -58,6 +58,14 @@ def simulate(index: InheritanceIndex, obj: Any, operation: Operation, *,
     """``invalid``: the errors of policies that are currently invalid (by ``ns/name``),
     so their status before the change is right. Raises BadRequest when ``obj`` has no
     usable name; never mutates ``index``."""
+    return dry_run(index, obj, operation, invalid=invalid)[0]
+
+
+def dry_run(index: InheritanceIndex, obj: Any, operation: Operation, *,
+            invalid: Mapping[str, str] | None = None
+            ) -> tuple[SimulateReply, InheritanceIndex]:
+    """:func:`simulate`, and the index after the change (a copy: who gains or loses
+    access is asked of both, :mod:`clearance_core.impact`)."""
     key = policy_key(obj)
     if key is None:
         raise BadRequest("policy: metadata.name is required")
@@ -87,4 +95,4 @@ def simulate(index: InheritanceIndex, obj: Any, operation: Operation, *,
         new = _conditions(after, policy, errors_after)
         if old != new or policy == key:
             status[policy] = StatusChange(before=old, after=new)
-    return SimulateReply(targets=targets, status=status)
+    return SimulateReply(targets=targets, status=status), after

@@ -250,6 +250,10 @@ class StateView:
         """group -> the users its OpenShift Group lists."""
         return self._mirror.members()
 
+    def declared(self) -> frozenset[str]:
+        """The custom types some MetricSource declares."""
+        return self._mirror.declared()
+
     def snapshot(self, principal: Principal, *, clusters: Sequence[str] | None,
                  namespaces: Sequence[str] | None = (),
                  spread: bool = False) -> tuple[Snapshot, Identity]:

@@ -93,6 +93,12 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     # more is a bad_request (name the namespaces, or ask for less at once).
     namespace_target_budget: _Positive = 100_000
 
+    # -- Dry runs (clearance.v1.effective.simulate): who gains or loses access where.
+    #: Rows of the access diff one dry run answers — (target, subject, resource), each a
+    #: check before and after; the rest are counted and the reply says it was cut. The
+    #: rows' (question, Namespace target) pairs share CLEARANCE_NAMESPACE_TARGET_BUDGET.
+    simulate_access_rows: _Positive = 2_000
+
     # -- HTTP surfaces (gateway, console, metrics): where they listen, who may ask, and
     # how much one client may hold or cause (clearance_runtime/httpserve.py).
     #: Address of the metrics/probe server (deploy/ sets 0.0.0.0 for Prometheus and

@@ -327,6 +327,48 @@ async def test_a_flood_of_who_can_see_questions_does_not_stall_checks(
     await still_works(deployment, nc)
 
 
+async def test_a_flood_of_dry_runs_naming_thousands_is_cut_and_stalls_nothing(
+        deployment: Deployment, nc: Client) -> None:
+    """A Fleet override naming 5,000 users on five filtered types: 30,000 rows of who
+    gains or loses access (5,000 subjects, the cluster and five types on c1). Each dry run
+    answers its first rows — cut at CLEARANCE_SIMULATE_ACCESS_ROWS, then to what this
+    server's max_payload carries, never an error — and says how many there were; eight
+    asked at once are answered one after another while checks stay prompt."""
+    write(deployment, "dry-canary.yaml", policy("dry-canary", users=["dry-canary"],
+                                                default="all"))
+    await decided(nc, "dry-canary", "allow")
+    crowd = [f"d{i:05d}" for i in range(5000)]
+    types = ("pods", "namespaces", "operators", "alerts", "events")
+    dry = access_policy("crowd", namespace=ADMIN, overrides=block({"crowd": rule(
+        users=crowd, resources=[{"type": kind, "visibility": "filtered",
+                                 "filters": {"names": {"denied": ["x"]}}}
+                                for kind in types])}, strategy="merge"))
+    began = time.monotonic()
+    flood = [asyncio.ensure_future(request(nc, "clearance.v1.effective.simulate",
+                                           {"policy": dry}, timeout=60)) for _ in range(8)]
+    waits: list[float] = []
+    while not all(f.done() for f in flood):
+        started = time.monotonic()
+        reply = await request(nc, "clearance.v1.check", {
+            "principal": {"username": "dry-canary"}, "action": "view",
+            "resource": {"type": "cluster", "name": "c1"}})
+        assert reply["decision"] == "allow"
+        waits.append(time.monotonic() - started)
+    each = (time.monotonic() - began) / len(flood)
+    for reply in await asyncio.gather(*flood):
+        assert "error" not in reply, reply.get("error")
+        cut = reply["truncated"]
+        assert cut["total"] == 5000 * 6
+        assert 0 < cut["listed"] == len(reply["access"]) < 2000
+        assert f"max_payload of {SMALL_PAYLOAD} bytes" in cut["reason"]
+        assert {row["move"] for row in reply["access"]} == {"gains"}
+    typical = statistics.median(waits)
+    assert typical < max(0.2, each / 4), \
+        f"checks waited {typical:.2f} s behind dry runs of {each:.2f} s each"
+    (deployment.manifests / "dry-canary.yaml").unlink()
+    await still_works(deployment, nc)
+
+
 def test_the_attack_files_left_nothing_running(deployment: Deployment) -> None:
     assert isinstance(deployment.root, Path)
     assert deployment.exited() == {}

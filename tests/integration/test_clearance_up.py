@@ -241,6 +241,13 @@ def test_simulate_prints_per_target_diffs_and_status_changes(
     assert lines[2].split() == ["~", "sre", "overrides", "platform/production-guardrails",
                                 "Allow", "group:sre", "view", "-"]
     assert "status of platform/production-guardrails" in lines
+    # Without its resources the override shows sre every namespace, but without metrics.
+    moved = {(row[0], row[1], row[2]): row[4] for row in access_rows(done.stdout)}
+    assert moved[("cluster/prod-eu-west", "group:sre", "namespaces")] == (
+        "allow, changes: now wholly visible; namespaces payments no longer hidden; "
+        "view_metrics revoked")
+    assert moved[("cluster/prod-eu-west", "group:sre", "cluster")] == (
+        "allow, loses: view_metrics revoked")
     # Nothing was applied.
     shop = rows(clearance(fleet, "effective", "namespace/prod-us-east/shop").stdout)
     assert shop["sre"][4] == "view,viewMetrics"
@@ -264,6 +271,42 @@ def test_simulate_prints_per_target_diffs_and_status_changes(
     (tmp_path / "pod.yaml").write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\n")
     pod = clearance(fleet, "simulate", "pod.yaml", cwd=tmp_path)
     assert pod.returncode == 2 and "is not AccessPolicy" in pod.stderr
+
+
+def access_rows(output: str) -> list[list[str]]:
+    """The "who gains or loses access" table of ``clearance simulate``: TARGET, SUBJECT,
+    RESOURCE, BEFORE and AFTER (the rest of the line) of each row."""
+    lines = output.splitlines()
+    start = lines.index("who gains or loses access (check, view)")
+    assert lines[start + 1].split() == ["TARGET", "SUBJECT", "RESOURCE", "BEFORE", "AFTER"]
+    found = []
+    for line in lines[start + 2:]:
+        if not line.startswith("  "):
+            break
+        target, subject, *rest = line.split()
+        at = next(i for i, word in enumerate(rest) if word in ("allow", "deny", "partial"))
+        found.append([target, subject, " ".join(rest[:at]), rest[at],
+                      " ".join(rest[at + 1:])])
+    return found
+
+
+def test_simulate_shows_who_gains_the_payments_namespace(fleet: dict[str, str]) -> None:
+    """The README's dry run of the sample that drops the payments filter, pasted as
+    written (from the repository's root)."""
+    done = clearance(fleet, "simulate", "docs/walkthrough/guardrails-without-payments.yaml",
+                     cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    table = access_rows(done.stdout)
+    gains = [row[:4] for row in table if row[4].startswith("allow, gains:")]
+    assert gains == [[f"cluster/{cluster}", subject, "namespaces", "partial"]
+                     for cluster in ("prod-eu-west", "prod-us-east")
+                     for subject in ("user:olivia", "group:sre")]
+    assert all(row[4].endswith("namespaces payments no longer hidden")
+               for row in table if row[4].startswith("allow, gains:"))
+    assert {row[4] for row in table if row[2] != "namespaces"} == {"no change"}
+    assert [row[:3] for row in table if row[0].startswith("namespace/")] == [
+        ["namespace/prod-us-east/shop", subject, "namespace shop"]
+        for subject in ("user:olivia", "group:sre")]
 
 
 def test_reach_lists_the_targets_holding_a_policys_rules(fleet: dict[str, str]) -> None:

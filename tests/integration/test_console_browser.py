@@ -35,6 +35,8 @@ from tests.integration.harness import System, cluster
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The walkthrough's dry-run sample: the production guardrails without the payments filter.
+SAMPLE = ROOT / "docs" / "walkthrough" / "guardrails-without-payments.yaml"
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 CHROMIUM = Path("/usr/bin/chromium")
 CLEARANCE = str(Path(sys.executable).parent / "clearance")
@@ -269,7 +271,34 @@ async def playground(page: Page, system: System) -> None:
     assert "would change 4 targets" in summary
     moved = await off_loop(attributes, driver, "#simulate-status tbody tr", "data-policy")
     assert "platform/production-guardrails" in moved
+    await dry_run_of_the_sample(page)
+    await off_loop(driver.execute_script,
+                   "document.querySelector('#simulate-summary').scrollIntoView()")
     await page.shoot("simulate")
+
+
+async def dry_run_of_the_sample(page: Page) -> None:
+    """The README's sample that drops the payments filter: the page says who would gain
+    what where — group sre every namespace, payments included, on both production
+    clusters — and that nothing else moves."""
+    driver = page.driver
+    await page.ask("simulate", {"policy": SAMPLE.read_text()})
+    rows = "#simulate-access tbody tr"
+    found = list(zip(*[await off_loop(attributes, driver, rows, name) for name in (
+        "data-target", "data-subject", "data-resource", "data-move")], strict=True))
+    gains = [(target, resource) for target, subject, resource, move in found
+             if subject == "group:sre" and move == "gains"]
+    assert gains == [("cluster/prod-eu-west", "namespaces"),
+                     ("cluster/prod-us-east", "namespaces")], found
+    assert {move for _, subject, resource, move in found
+            if resource != "namespaces"} == {"none"}  # "no change", not a false gain
+    for target, _ in gains:
+        row = await off_loop(text, driver, f'{rows}[data-target="{target}"]'
+                             '[data-subject="group:sre"][data-resource="namespaces"]')
+        assert "namespaces payments no longer hidden" in row
+        assert "partial" in row and "allow" in row
+    assert "4 of 10 answers would move" in await off_loop(
+        text, driver, "#simulate-access-summary")
 
 
 def principal_of(row: str) -> dict[str, Any]:

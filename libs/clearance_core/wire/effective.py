@@ -12,7 +12,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from clearance_core.wire.common import RequestBase
+from clearance_core.wire.audience import SubjectKind
+from clearance_core.wire.common import Action, DecisionKind, RequestBase
 from clearance_core.wire.decisions import StatusCondition
 
 TargetKind = Literal["Fleet", "ClusterSet", "Cluster", "Namespace"]
@@ -21,6 +22,9 @@ KINDS: tuple[TargetKind, ...] = ("Fleet", "ClusterSet", "Cluster", "Namespace")
 LEVEL: dict[str, int] = {kind: depth for depth, kind in enumerate(KINDS)}
 BlockKind = Literal["defaults", "overrides", "rules"]
 Operation = Literal["apply", "delete"]
+#: How one subject's answer moves in a dry run: wider, narrower, both at once (some
+#: filters loosen while others tighten), or not at all.
+AccessMove = Literal["gains", "loses", "changes", "none"]
 
 
 class Target(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -119,10 +123,63 @@ class StatusChange(msgspec.Struct, kw_only=True):
     after: list[StatusCondition]
 
 
+class AccessSubject(msgspec.Struct, frozen=True, kw_only=True):
+    """A subject as a rule names it (as ``who-can-see`` lists it)."""
+
+    kind: SubjectKind
+    name: str
+
+
+class AccessResource(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What a row asks about, at its target: the cluster or namespace item itself, or
+    every item of a type (``name`` ``*``), in ``namespace`` at a Namespace target."""
+
+    type: str
+    name: str = "*"
+    namespace: str | None = None
+
+
+class AccessAnswer(msgspec.Struct, kw_only=True):
+    """What ``check`` answers (``view``) for the subject, as in ``clearance.v1.check``."""
+
+    decision: DecisionKind
+    policy: str | None = None
+    permissions: list[Action] = []
+    filters: dict[str, Any] | None = None
+
+
+class AccessChange(msgspec.Struct, kw_only=True):
+    """One subject's answer on one resource of one target, before and after the change:
+    ``move`` says which way it goes, ``detail`` how (``no change`` when it does not)."""
+
+    target: Target
+    subject: AccessSubject
+    resource: AccessResource
+    before: AccessAnswer
+    after: AccessAnswer
+    move: AccessMove
+    detail: str
+
+
+class AccessTruncated(msgspec.Struct, kw_only=True):
+    """The access diff is cut: ``listed`` rows of ``total``, and which bound cut it."""
+
+    listed: int
+    total: int
+    reason: str
+
+
 class SimulateReply(msgspec.Struct, kw_only=True):
     targets: list[TargetDiff] = []
     #: policy ``ns/name`` -> its conditions before and after (the simulated policy always,
     #: the others whose conditions would move).
     status: dict[str, StatusChange] = {}
+    #: Who gains or loses access where (an extension of the reply): for each Cluster and
+    #: Namespace target in ``targets``, each subject a rule added, removed or changed
+    #: there names (and the users of the Groups it names), on the target itself and on
+    #: each type those rules filter.
+    access: list[AccessChange] = []
+    #: Set when ``access`` is cut by its bounds (README: Inherited).
+    truncated: AccessTruncated | None = None
     revision: int = 0
     request_id: str | msgspec.UnsetType | None = msgspec.UNSET

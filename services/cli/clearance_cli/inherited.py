@@ -25,6 +25,7 @@ from clearance_core.wire import (
     SUBJECT_EFFECTIVE,
     SUBJECT_EFFECTIVE_REACH,
     SUBJECT_EFFECTIVE_SIMULATE,
+    AccessChange,
     EffectiveReply,
     EffectiveRequest,
     ReachReply,
@@ -157,6 +158,55 @@ def render_effective(reply: EffectiveReply) -> list[str]:
     return lines
 
 
+def _subject_text(change: AccessChange) -> str:
+    kind, name = change.subject.kind, change.subject.name
+    if kind == "serviceaccount":  # system:serviceaccount:NS:NAME, as rules print it
+        namespace, _, account = name.removeprefix("system:serviceaccount:").partition(":")
+        return f"sa:{namespace}/{account}"
+    return f"{kind}:{name}"
+
+
+def _resource_text(change: AccessChange) -> str:
+    resource = change.resource
+    if resource.type == "cluster":
+        return "cluster"
+    if resource.name != "*":
+        return f"namespace {resource.name}"
+    return resource.type if resource.namespace is None else \
+        f"{resource.type} in {resource.namespace}"
+
+
+def _after_text(change: AccessChange) -> str:
+    """``no change``, or the new decision (and its policy, if another decides), which
+    way it moves and how (the answers in full: ``clearance request``)."""
+    if change.move == "none":
+        return change.detail
+    after = change.after
+    by = "" if after.policy == change.before.policy else \
+        f" ({after.policy or 'no policy'})"
+    return f"{after.decision}{by}, {change.move}: {change.detail}"
+
+
+ACCESS_HEADER = ["TARGET", "SUBJECT", "RESOURCE", "BEFORE", "AFTER"]
+
+
+def render_access(reply: SimulateReply) -> list[str]:
+    """Who gains or loses access: each row's decision before, and after."""
+    if not reply.targets:
+        return []
+    lines = ["who gains or loses access (check, view)"]
+    if not reply.access and reply.truncated is None:
+        lines.append("  nobody: no changed rule names a subject")
+    rows = [[target_text(change.target), _subject_text(change), _resource_text(change),
+             change.before.decision, _after_text(change)] for change in reply.access]
+    lines += table(ACCESS_HEADER, rows, indent="  ") if rows else []
+    if reply.truncated is not None:
+        cut = reply.truncated
+        lines.append(f"  ... {cut.total - cut.listed} more rows not listed ({cut.listed} of "
+                     f"{cut.total}): {cut.reason}")
+    return lines
+
+
 def render_simulate(reply: SimulateReply, operation: str) -> list[str]:
     count = len(reply.targets)
     lines = [f"{operation}: {count} target{'' if count == 1 else 's'} would change"]
@@ -176,7 +226,7 @@ def render_simulate(reply: SimulateReply, operation: str) -> list[str]:
             shown = _conditions(conditions)
             lines.append(f"  {label + ':':7} {shown[0]}")
             lines += [f"  {'':7} {more}" for more in shown[1:]]
-    return lines
+    return lines + render_access(reply)
 
 
 def accepted_after(reply: SimulateReply) -> bool:

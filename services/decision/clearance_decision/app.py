@@ -66,7 +66,8 @@ class DecisionService:
         audience = Audience(self._reads, decider)
         lists, views = Lists(self._reads, budget=budget), Views(self._reads)
         review, operations = Reviews(self._reads), Operations(self._reads, self._cache)
-        inherited = Inherited(self._reads)
+        inherited = Inherited(self._reads, rows=settings.simulate_access_rows,
+                              budget=budget, max_payload=lambda: nc.max_payload)
         self._tokens = TokenReviews(settings.kubeconfig,
                                     audiences=settings.token_audience_list)
         self.routes: dict[str, Route] = route_table({

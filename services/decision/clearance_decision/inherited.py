@@ -4,18 +4,34 @@
 All three answer from what the compiler stored: ``effective`` reads the effective policies
 it keeps current event by event; ``reach`` and ``simulate`` use an index of the stored
 policies and inventory (rebuilt only when they change), and ``simulate`` runs the
-compiler's own index event on a copy of it (:func:`clearance_core.simulate.simulate`), so a
+compiler's own index event on a copy of it (:func:`clearance_core.simulate.dry_run`), so a
 dry run says exactly what applying the policy would do.
+
+``simulate`` also says who gains or loses access where (:mod:`clearance_core.impact`):
+each subject is decided by ``check``'s own code before and after, its MonitorAccessPolicy
+side read from the same state ``who-can-see`` reads (``Reads.state_view``: the mirror's
+policy indexes and Groups). Bounded like ``who-can-see``: one access diff at a time, at
+most ``rows`` rows and ``budget`` (question, Namespace target) pairs, decided in slices
+that let other requests through.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Callable
+
 import msgspec
 
+from clearance_core.audience import Subject
 from clearance_core.errors import BadRequest, NotFound
+from clearance_core.impact import Impact, Monitors
+from clearance_core.inherit_index import InheritanceIndex
 from clearance_core.merge import EffectivePolicy
-from clearance_core.simulate import simulate
+from clearance_core.principal import Identity
+from clearance_core.simulate import dry_run
 from clearance_core.wire import (
+    AccessTruncated,
     EffectiveReply,
     EffectiveRequest,
     ReachReply,
@@ -28,6 +44,11 @@ from clearance_core.wire import (
 from clearance_runtime.reads import Reads
 
 ACCESS_POLICY = "accesspolicy"
+_encode = msgspec.json.Encoder().encode
+#: Access rows decided between two yields to the event loop.
+SLICE = 128
+#: Room left in a reply for what the route adds (its request_id).
+MARGIN = 1024
 
 
 def check_target(target: Target) -> None:
@@ -63,8 +84,14 @@ def reply_of(effective: EffectivePolicy) -> EffectiveReply:
 
 
 class Inherited:
-    def __init__(self, reads: Reads) -> None:
+    def __init__(self, reads: Reads, *, rows: int = 2000, budget: int = 100_000,
+                 max_payload: Callable[[], int] | None = None) -> None:
         self._reads = reads
+        self._rows = rows
+        self._budget = budget
+        self._max_payload = max_payload
+        # One access diff at a time: each may decide thousands of checks.
+        self._one_at_a_time = asyncio.Semaphore(1)
 
     async def effective(self, request: EffectiveRequest) -> EffectiveReply:
         found = await self._reads.inherited.effective(request.target)
@@ -88,6 +115,52 @@ class Inherited:
         if kind is not None and kind != "AccessPolicy":
             raise BadRequest(f"policy.kind {kind!r}: simulate takes an AccessPolicy")
         start = await self._reads.inherited.simulation()
-        result = simulate(start.index, request.policy, request.operation,
-                          invalid=start.invalid)
-        return msgspec.structs.replace(result, revision=await self._reads.revision())
+        reply, after = dry_run(start.index, request.policy, request.operation,
+                               invalid=start.invalid)
+        await self._access(reply, start.index, after)
+        reply.revision = await self._reads.revision()
+        return reply
+
+    async def _access(self, reply: SimulateReply, before: InheritanceIndex,
+                      after: InheritanceIndex) -> None:
+        """Fill the reply's ``access`` (and ``truncated``). ``before`` is shared and never
+        mutated (a new state replaces it), ``after`` is this request's own: the slices
+        may yield between them."""
+        if not reply.targets:
+            return
+        async with self._one_at_a_time:
+            view = await self._reads.state_view()
+            # From here to the last snapshot nothing awaits: one state of the mirror.
+            users, accounts, _ = view.named()
+            impact = Impact(before, after, declared=view.declared(), now=time.time())
+            plan = impact.plan([diff.target for diff in reply.targets], view.members(),
+                               limit=self._rows, taken=[*users, *accounts])
+            clusters = sorted({question.cluster for question in plan.questions})
+            states: dict[Subject, tuple[Monitors, Identity]] = {
+                subject: view.snapshot(principal, clusters=clusters, namespaces=())
+                for subject, principal in plan.principals.items()}
+            for row in impact.answers(plan, states.__getitem__, budget=self._budget):
+                reply.access.append(row)
+                if len(reply.access) % SLICE == 0:
+                    await asyncio.sleep(0)  # let other requests through between slices
+            reply.truncated = impact.truncated(
+                plan, len(reply.access), limit=self._rows, budget=self._budget,
+                limit_setting="CLEARANCE_SIMULATE_ACCESS_ROWS",
+                budget_setting="CLEARANCE_NAMESPACE_TARGET_BUDGET")
+            self._fit(reply, plan.total)
+
+    def _fit(self, reply: SimulateReply, total: int) -> None:
+        """Cut the access rows to what the NATS server can carry: a dry run too large to
+        send would be only an error, while its first rows say who moves."""
+        limit = self._max_payload() - MARGIN if self._max_payload is not None else None
+        if limit is None:
+            return
+        size = len(_encode(reply))
+        while size > limit and reply.access:
+            keep = min(len(reply.access) - 1, int(len(reply.access) * limit / size * 0.9))
+            reply.access = reply.access[:max(keep, 0)]
+            reply.truncated = AccessTruncated(
+                listed=len(reply.access), total=total,
+                reason=f"the rest would take the reply over the NATS server's max_payload "
+                       f"of {limit + MARGIN} bytes")
+            size = len(_encode(reply))

@@ -265,10 +265,50 @@ function renderSimulate(d) {
   return `<p class="summary" id="simulate-summary">${esc(d.operation)} would change
     <b>${(r.targets || []).length}</b> targets and the status of <b>${status.length}</b> policies
     (nothing applied; revision ${fmt(r.revision)}).</p>
+    ${renderAccess(r)}
     <h3>Targets</h3><table id="simulate-targets"><thead><tr><th>target</th><th>rules</th></tr></thead>
     <tbody>${targets.join("")}</tbody></table>
     <h3>Status</h3><table id="simulate-status"><thead><tr><th>policy</th><th>before</th><th>after</th></tr></thead>
     <tbody>${status.join("")}</tbody></table>`;
+}
+
+// Who gains or loses access: each subject a changed rule names, on the target itself and
+// on each type those rules filter, as check answers it before and after.
+function targetText(t) {
+  return t.kind === "Namespace" ? `namespace/${t.cluster}/${t.name}` : `${t.kind.toLowerCase()}/${t.name}`;
+}
+
+function resourceText(x) {
+  if (x.type === "cluster") return "cluster";
+  if (x.name && x.name !== "*") return `namespace ${x.name}`;
+  return x.namespace ? `${x.type} in ${x.namespace}` : x.type;
+}
+
+function accessAnswer(a) {
+  return `${pill(a.decision)} <span class="note">${esc(a.policy ?? "no policy")}</span>
+    ${a.filters ? `<details><summary class="note">filters</summary>${json(a.filters)}</details>` : ""}`;
+}
+
+const MOVES = { gains: "allow", loses: "deny", changes: "partial", none: "no_match" };
+
+function renderAccess(r) {
+  if (!(r.targets || []).length) return "";
+  const rows = (r.access || []).map((c) => `<tr data-target="${esc(targetText(c.target))}"
+      data-subject="${esc(c.subject.kind + ":" + c.subject.name)}" data-resource="${esc(resourceText(c.resource))}"
+      data-move="${esc(c.move)}"><td>${esc(targetText(c.target))}</td>
+    <td>${esc(c.subject.kind)} <b>${esc(c.subject.name)}</b></td><td>${esc(resourceText(c.resource))}</td>
+    <td>${accessAnswer(c.before)}</td><td>${accessAnswer(c.after)}</td>
+    <td class="move">${pill(MOVES[c.move] || "no_match", c.move === "none" ? "no change" : c.move)}
+      <span class="detail">${esc(c.move === "none" ? (c.detail === "no change" ? "" : c.detail) : c.detail)}</span></td></tr>`);
+  const moved = (r.access || []).filter((c) => c.move !== "none").length;
+  const cut = r.truncated ? `<p class="note" id="simulate-truncated">${fmt(r.truncated.total - r.truncated.listed)}
+    more rows not listed (${fmt(r.truncated.listed)} of ${fmt(r.truncated.total)}): ${esc(r.truncated.reason)}</p>` : "";
+  return `<h3>Who gains or loses access</h3>
+    <p class="note" id="simulate-access-summary">${moved} of ${(r.access || []).length} answers would move
+      (check, view: each subject a changed rule names, before and after).</p>
+    <table id="simulate-access"><thead><tr><th>target</th><th>subject</th><th>resource</th>
+    <th>before</th><th>after</th><th>change</th></tr></thead>
+    <tbody>${rows.join("") || `<tr><td colspan="6" class="note">nobody: no changed rule names a subject</td></tr>`}</tbody></table>${cut}`;
 }
 
 const ACTIONS = { who: ["who-can-see", renderWho], user: ["user-view", renderUser],
