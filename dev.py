@@ -22,6 +22,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import venv
 from pathlib import Path
 
@@ -88,7 +89,37 @@ def run_forwarding(argv: list[str]) -> int:
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, forward)
-    return child.wait()
+    code = child.wait()
+    # ``just`` may end before what it started has finished stopping (a server flushing
+    # JetStream to disk): this script returns only once the group is gone, so "it exited"
+    # means "everything stopped" to a supervisor about to start another.
+    deadline = time.monotonic() + 30
+    while _group_alive(child.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return code
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a live (not zombie) process is left in process group ``pgid``."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
+            return True
+    return False
 
 
 def main() -> int:
