@@ -113,15 +113,16 @@ def subject_warning(identity: Identity, policies: Sequence[CompiledPolicy],
 
 
 def question_rules(state: State, resource: Resource, cluster: str
-                   ) -> list[Mapping[str, EffectiveRule]]:
-    """The AccessPolicy rules a check of ``resource`` reads: its target's and, for a
+                   ) -> Iterator[Mapping[str, EffectiveRule]]:
+    """The AccessPolicy rules a check of ``resource`` reads, as they are asked for (a
+    principal some MonitorAccessPolicy names needs none of them): its target's and, for a
     question that names no namespace, those of the Namespace targets that answer the
     principal otherwise (only then: which of them a batch's snapshot holds must not
     change another question's warnings)."""
-    found = [state.inherited(cluster, target_namespace(resource))[1]]
+    yield state.inherited(cluster, target_namespace(resource))[1]
     if placement.spreads(resource.type, resource.name, resource.namespace):
-        found += [effective.rules for effective in state.namespace_targets(cluster).values()]
-    return found
+        for effective in state.namespace_targets(cluster).values():
+            yield effective.rules
 
 
 class Warnings(NamedTuple):
