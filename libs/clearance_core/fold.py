@@ -38,14 +38,18 @@ class Affected(msgspec.Struct, kw_only=True):
     #: Not None: of the users' and groups' cached checks, only those this narrowing
     #: drops (``clearance_core.narrowing``). Announcements ignore it.
     narrow: Narrow | None = None
+    #: The names of the inventory or of the declared types changed: the cached answers
+    #: that warn of a cluster or a type Clearance does not know go (README: Warnings).
+    #: Announcements ignore it.
+    unknown: bool = False
 
     def __bool__(self) -> bool:
-        return bool(self.users or self.groups or self.clusters or self.all)
+        return bool(self.users or self.groups or self.clusters or self.all or self.unknown)
 
     def copy(self) -> Affected:
         return Affected(users=set(self.users), groups=set(self.groups),
                         clusters=set(self.clusters), all=self.all, within=set(self.within),
-                        narrow=self.narrow)
+                        narrow=self.narrow, unknown=self.unknown)
 
     def update(self, other: Affected) -> None:
         # One narrowing covers all the subjects of a record: the union of both, or none
@@ -61,6 +65,7 @@ class Affected(msgspec.Struct, kw_only=True):
         self.groups |= other.groups
         self.clusters |= other.clusters
         self.all = self.all or other.all
+        self.unknown = self.unknown or other.unknown
 
     def add_policy_subjects(self, policy: CompiledPolicy | None) -> None:
         if policy is None:

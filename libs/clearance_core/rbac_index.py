@@ -21,14 +21,16 @@ resolved by :class:`clearance_core.rbac_roles.RoleRules`.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 
+from clearance_core import kube_names
 from clearance_core.rbac import (
     Attributes,
     Binding,
     NonResourceAttributes,
     PolicyRule,
+    ResourceAttributes,
     Role,
     RoleKey,
     binding_subjects,
@@ -60,6 +62,10 @@ class RbacIndex:
             defaultdict(dict))
         self._non_resource: dict[RoleKey, list[PolicyRule]] = {}
         self._indexed: dict[RoleKey, tuple[PolicyRule, ...]] = {}  # rules as indexed
+        # How many indexed rules name each verb and each resource (without its
+        # subresource): a deny says which name no rule uses (README: RBAC reviews).
+        self._verbs: Counter[str] = Counter()
+        self._resources: Counter[str] = Counter()
         for key in list(self._roles.rules):
             self._index_rules(key)
         for binding in bindings:  # a later binding of the same identity replaces one
@@ -87,6 +93,7 @@ class RbacIndex:
     def _index_rules(self, key: RoleKey) -> None:
         """Re-index the rules of ``key`` as they now resolve (none: the role is gone)."""
         for rule in self._indexed.pop(key, ()):
+            self._count(rule, -1)
             for token in rule.resources:
                 by_role = self._by_resource.get((key.namespace, token))
                 if by_role is not None:
@@ -99,12 +106,34 @@ class RbacIndex:
             return
         self._indexed[key] = rules
         for rule in rules:
+            self._count(rule, 1)
             for token in dict.fromkeys(rule.resources):
                 self._by_resource[key.namespace, token].setdefault(key, []).append(rule)
             if rule.non_resource_urls and key.kind == "ClusterRole":
                 self._non_resource.setdefault(key, []).append(rule)
 
+    def _count(self, rule: PolicyRule, step: int) -> None:
+        for verb in set(rule.verbs):
+            self._verbs[verb] += step
+            if self._verbs[verb] <= 0:
+                del self._verbs[verb]
+        for resource in {token.partition("/")[0] for token in rule.resources}:
+            self._resources[resource] += step
+            if self._resources[resource] <= 0:
+                del self._resources[resource]
+
     # Questions -----------------------------------------------------------------------
+
+    def unnamed(self, attrs: Attributes) -> list[str]:
+        """What a review asks about that no rule names, even by ``*``: its verb, its
+        resource (notes for a deny's reason: ``kube_names``)."""
+        notes = []
+        if attrs.verb not in self._verbs and "*" not in self._verbs:
+            notes.append(kube_names.unnamed_verb(attrs.verb))
+        if isinstance(attrs, ResourceAttributes) and attrs.resource not in self._resources \
+                and "*" not in self._resources:
+            notes.append(kube_names.unnamed_resource(attrs.resource))
+        return notes
 
     def allowed(
         self, attrs: Attributes, username: str, groups: Iterable[str]

@@ -103,15 +103,19 @@ def trace_key(digest: str) -> str:
 
 
 def entry_indexes(
-    names: Sequence[str], groups: Iterable[str], cluster: str, principal_digest: str
+    names: Sequence[str], groups: Iterable[str], cluster: str, principal_digest: str, *,
+    warned: bool = False,
 ) -> tuple[str, ...]:
     """The index sets an entry joins: its username and email, every effective group, its
-    cluster and its principal — what the invalidator and ``cache.clear`` name."""
+    cluster and its principal — what the invalidator and ``cache.clear`` name — and,
+    ``warned``, the answers that warn of a cluster or a type Clearance does not know
+    (dropped whenever a cluster or a declared type appears or goes)."""
     return (
         *(keys.cache_by_user(n) for n in names),
         *(keys.cache_by_group(g) for g in sorted(groups)),
         keys.cache_by_cluster(cluster),
         keys.cache_by_principal(principal_digest),
+        *((keys.CACHE_WARNED,) if warned else ()),
     )
 
 

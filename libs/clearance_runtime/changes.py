@@ -37,9 +37,11 @@ class Scope(msgspec.Struct, kw_only=True):
     #: Not None: only the users' and groups' entries this narrowing drops (a policy or
     #: Group membership change: ``clearance_core.narrowing``).
     narrow: Narrow | None = None
+    #: The cached answers that warn of an unknown cluster or type go.
+    unknown: bool = False
 
     def __bool__(self) -> bool:
-        return bool(self.users or self.groups or self.clusters or self.all)
+        return bool(self.users or self.groups or self.clusters or self.all or self.unknown)
 
 
 class ChangeRecord(msgspec.Struct, kw_only=True):

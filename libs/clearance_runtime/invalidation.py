@@ -270,7 +270,7 @@ async def sweep(redis: aioredis.Redis, *, batch: int = 200) -> int:
     script = redis.register_script(SWEEP)
     removed, cursor = 0, 0
     while True:
-        cursor, found = await redis.scan(cursor, match="clr:dci:[ugcp]:*", count=batch)
+        cursor, found = await redis.scan(cursor, match="clr:dci:[ugcpw]:*", count=batch)
         if found:
             removed += int(await script(keys=list(found)))
         if cursor == 0:

@@ -120,6 +120,10 @@ EXCLUDED = "clr:ap:out"
 EFFECTIVE = "clr:eff"
 INVALIDATED_REV = "clr:inval:rev"
 CACHE_ALL = "clr:dci:all"
+#: The cached answers that warn of a cluster or a type Clearance does not know: an index
+#: set like the others (swept with them), dropped whole when the inventory's or the
+#: declared types' names change.
+CACHE_WARNED = "clr:dci:w:names"
 STATS = "clr:stats"
 CENSUS = "clr:census"
 

@@ -150,6 +150,10 @@ class StateMirror:
         self._effective: dict[str, bytes] = {}
         self._effective_in: dict[str, dict[str, bytes]] = {}
         self._declared: set[str] = set()
+        #: The declared types and the inventory's names (sorted: suggestions for a
+        #: cluster not in it), made when first read after they changed.
+        self._declared_now: frozenset[str] | None = None
+        self._inventory: tuple[str, ...] | None = None
         self._access: set[str] = set()
         self._decoded: dict[bytes, EffectivePolicy] = {}
         #: cluster -> its Namespace targets by the subjects they answer otherwise than
@@ -257,6 +261,8 @@ class StateMirror:
         elif key == keys.CLUSTERS:
             for per_cluster in self._matches.values():
                 per_cluster.pop(field, None)
+            if (value is None) == (field in self.labels):  # appears or vanishes
+                self._inventory = None
             _put(self.labels, field, None if value is None else _labels(value))
         elif key == keys.EFFECTIVE:
             _put(self._effective, field, value)
@@ -266,6 +272,7 @@ class StateMirror:
                 self._indexes.pop(field[len(_CLUSTER_FIELD):], None)
         elif key == keys.SOURCES:
             _toggle(self._declared, field, value is not None)
+            self._declared_now = None
         elif key == keys.ACCESS_POLICIES:
             _toggle(self._access, field, value is not None)
         elif key.startswith(_EFFECTIVE_IN):
@@ -331,6 +338,9 @@ class StateMirror:
             policies=policies,
             labels=labels,
             known_clusters=frozenset(labels),
+            declared=self.declared(),
+            # The names a suggestion is made from, only when one is needed.
+            inventory=self.inventory() if len(labels) < len(wanted) else None,
             match=self._matcher(),
         )
         if self._access:
@@ -340,6 +350,18 @@ class StateMirror:
                                     groups=frozenset(all_groups))
                 snapshot.differing = self._differing(identity, wanted)
         return snapshot
+
+    def declared(self) -> frozenset[str]:
+        """The custom types some MetricSource declares."""
+        if self._declared_now is None:
+            self._declared_now = frozenset(self._declared)
+        return self._declared_now
+
+    def inventory(self) -> tuple[str, ...]:
+        """Every cluster of the inventory, sorted."""
+        if self._inventory is None:
+            self._inventory = tuple(sorted(self.labels))
+        return self._inventory
 
     @property
     def generation(self) -> int:
@@ -417,7 +439,6 @@ class StateMirror:
                    namespaces: Sequence[str] | None) -> None:
         fleet = self._effective.get(_FLEET_FIELD)
         snapshot.fleet = None if fleet is None else self._decode(fleet)
-        snapshot.declared = frozenset(self._declared)
         cluster_effective: dict[str, EffectivePolicy] = {}
         namespace_effective: dict[str, dict[str, EffectivePolicy]] = {}
         for cluster in clusters:

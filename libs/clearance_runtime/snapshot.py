@@ -91,13 +91,19 @@ else
   end
   at = at + n + 1
 end
+-- The declared custom types (AccessPolicy rules are not compiled against MetricSources,
+-- and a warning names a type no one declares) and, when a cluster asked about is not in
+-- the inventory, every cluster's name (a warning suggests the closest).
+local declared = redis.call('HKEYS', '{keys.SOURCES}')
+local inventory = false
+for _, raw in ipairs(labels) do
+  if not raw then inventory = redis.call('HKEYS', '{keys.CLUSTERS}') break end
+end
 -- Inherited AccessPolicies: the Fleet's, each cluster's and the namespace targets asked
--- for ('*': all of the cluster's), and the declared custom types (their rules are not
--- compiled against MetricSources), only while some AccessPolicy is in force.
-local fleet, ceff, neff, declared = false, {{}}, {{}}, {{}}
+-- for ('*': all of the cluster's), only while some AccessPolicy is in force.
+local fleet, ceff, neff = false, {{}}, {{}}
 if redis.call('EXISTS', '{keys.ACCESS_POLICIES}') == 1 then
   fleet = redis.call('HGET', '{keys.EFFECTIVE}', '{_FLEET_FIELD}') or false
-  declared = redis.call('HKEYS', '{keys.SOURCES}')
   local wanted = {{}}
   for i = at, #ARGV do table.insert(wanted, ARGV[i]) end
   for i, c in ipairs(names_out) do
@@ -117,7 +123,8 @@ if redis.call('EXISTS', '{keys.ACCESS_POLICIES}') == 1 then
     end
   end
 end
-return {{crev, irev, member, blobs, names_out, labels, fleet, ceff, neff, declared}}
+return {{crev, irev, member, blobs, names_out, labels, fleet, ceff, neff, declared,
+  inventory}}
 """
 
 _labels = msgspec.json.Decoder(dict[str, str])
@@ -141,8 +148,11 @@ class Snapshot(msgspec.Struct, kw_only=True):
     fleet: EffectivePolicy | None = None
     cluster_effective: dict[str, EffectivePolicy] = {}
     namespace_effective: dict[str, dict[str, EffectivePolicy]] = {}
-    #: Custom types some MetricSource declares (read with the effective policies).
+    #: Custom types some MetricSource declares.
     declared: frozenset[str] = frozenset()
+    #: Every cluster of the inventory, sorted, when a cluster asked about is not in it
+    #: (a warning suggests the closest: ``clearance_core.unknown_names``); else None.
+    inventory: Sequence[str] | None = None
     #: Which rule of a policy matches a cluster, memoised by a mirror (exact for this
     #: snapshot's policies and labels).
     match: Matcher = match_cluster
@@ -248,7 +258,8 @@ class SnapshotReader:
             error = health.rebuilding(int(found[0]), found[1])
             assert error is not None
             raise error
-        crev, irev, member, blobs, names, labels, fleet, ceff, neff, declared = found
+        (crev, irev, member, blobs, names, labels, fleet, ceff, neff, declared,
+         inventory) = found
         policies = [self._policy(b) for b in blobs if b]
         cluster_labels: dict[str, dict[str, str]] = {}
         cluster_effective: dict[str, EffectivePolicy] = {}
@@ -269,6 +280,7 @@ class SnapshotReader:
             cluster_effective=cluster_effective,
             namespace_effective=namespace_effective,
             declared=frozenset(_str(t) for t in declared),
+            inventory=sorted(_str(c) for c in inventory) if inventory else None,
             compiled_revision=crev.decode() if isinstance(crev, bytes) else str(crev),
             revision=int(irev),
             member_of=[m.decode() if isinstance(m, bytes) else m for m in member],

@@ -168,7 +168,11 @@ def test_errors_are_one_clear_line_with_a_status_of_2_or_3(fleet: dict[str, str]
     assert json.loads(clearance(fleet, "request", "clearance.v1.check", "{}").stderr)[
         "error"]["code"] == "bad_request"
     nobody = clearance(fleet, "request", "clearance.v1.nothing")
-    assert nobody.returncode == 3 and "no service answers clearance.v1.nothing" in nobody.stderr
+    assert nobody.returncode == 3
+    # Clearance runs (its status answers): the subject is what is wrong.
+    assert nobody.stderr.startswith(
+        "error: no service answers clearance.v1.nothing (is it a Clearance subject? known "
+        "subjects: clearance.v1.cache.clear, clearance.v1.check, "), nobody.stderr
     port = servers.free_port()
     gone = clearance(fleet, "status", "-s", f"nats://127.0.0.1:{port}", "--timeout", "1")
     assert gone.returncode == 3
@@ -178,6 +182,45 @@ def test_errors_are_one_clear_line_with_a_status_of_2_or_3(fleet: dict[str, str]
     assert unknown.stderr.startswith("Error from server (not_found): cluster 'nowhere'")
     for done in (refused, nobody, gone, unknown):
         assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_unknown_names_are_warned_of_on_stderr(fleet: dict[str, str], tmp_path: Path) -> None:
+    """A misspelled cluster, type, user, verb or resource: the answer and its exit status
+    as before, and a ``Warning:`` line on stderr (kept in the reply with -o json)."""
+    east = 'Warning: cluster "prod-us-eas" is not in the inventory (did you mean ' \
+           '"prod-us-east"?)\n'
+    typo = clearance(fleet, "check", *BOB, "--cluster", "prod-us-eas")
+    assert (typo.returncode, typo.stderr) == (1, east)
+    assert typo.stdout.split()[6] == "deny"
+    as_json = clearance(fleet, "check", *BOB, "--cluster", "prod-us-eas", "-o", "json")
+    assert as_json.returncode == 1 and as_json.stderr == ""
+    assert json.loads(as_json.stdout)["warnings"] == [east[len("Warning: "):-1]]
+    quiet = clearance(fleet, "check", *BOB, "--cluster", "prod-us-eas", "-q")
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (1, "", "")
+    pods = clearance(fleet, "check", *BOB, "--cluster", "staging-us-east", "--type", "pdos")
+    assert pods.returncode == 1 and pods.stderr == (
+        'Warning: type "pdos" is neither a built-in type nor declared by a MetricSource: its '
+        'items are hidden (did you mean "pods"?)\n')
+    nobody = clearance(fleet, "check", "--user", "bbo", "--cluster", "dev-sandbox")
+    assert nobody.stderr == (
+        'Warning: no policy names principal "bbo" or any of its groups: it is answered as '
+        'anyone unnamed is ("others" in who-can-see)\n')
+    (tmp_path / "checks.yaml").write_text(yaml.safe_dump(
+        [*CHECKS, {"action": "view", "resource": {"type": "cluster", "name": "prod-us-eas"}}]))
+    batch = clearance(fleet, "batch", *BOB, "checks.yaml", cwd=tmp_path)
+    assert batch.returncode == 0 and batch.stderr == east.replace("Warning: ", "Warning: #2: ")
+    verb = clearance(fleet, "can-i", "lst", "pods", "--as", "bob", "-n", "shop")
+    assert (verb.returncode, verb.stdout) == (1, "no\n")
+    assert verb.stderr == ("Warning: verb 'lst' is not a known verb\n"
+                           '  no RBAC rule names verb "lst"\n')
+    resource = clearance(fleet, "can-i", "list", "pdos", "--as", "bob", "--as-group",
+                         "developers", "-n", "shop")
+    assert (resource.returncode, resource.stdout) == (1, "no\n")
+    assert resource.stderr == (
+        "Warning: resource 'pdos' is neither a built-in Kubernetes resource nor named by any "
+        'Role or ClusterRole rule\n  no RBAC rule names resource "pdos"\n')
+    known = clearance(fleet, "can-i", "list", "pods", "--as", "bob", "-n", "payments")
+    assert (known.returncode, known.stderr) == (1, "")
 
 
 # Credentials and TLS ----------------------------------------------------------------------

@@ -239,6 +239,18 @@ async def test_a_denial_carries_its_reason_in_the_context(gateway: Gateway) -> N
     assert reply["context"]["reason"]
 
 
+async def test_a_name_clearance_does_not_know_is_warned_of_in_the_context(
+        gateway: Gateway) -> None:
+    _, reply, _ = await gateway.post("/access/v1/evaluation",
+                                     {"subject": ALICE, "action": VIEW, "resource": on("c11")})
+    assert reply["decision"] is False
+    assert reply["context"]["warnings"] == [
+        'cluster "c11" is not in the inventory (did you mean "c1"?)']
+    _, known, _ = await gateway.post("/access/v1/evaluation",
+                                     {"subject": ALICE, "action": VIEW, "resource": on("c2")})
+    assert "warnings" not in known["context"]
+
+
 async def test_subject_properties_carry_groups(gateway: Gateway) -> None:
     subject = {"type": "user", "id": "zed", "properties": {"groups": ["team"],
                                                            "department": "Sales"}}

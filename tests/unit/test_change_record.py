@@ -16,7 +16,8 @@ NAMES = st.sets(st.text(max_size=6), max_size=5)
 AFFECTED = st.builds(
     Affected, users=NAMES, groups=NAMES, clusters=NAMES, all=st.booleans(), within=NAMES,
     narrow=st.none() | st.builds(Narrow, clusters=st.none() | NAMES.map(frozenset),
-                                 after=st.none() | st.text(max_size=4)))
+                                 after=st.none() | st.text(max_size=4)),
+    unknown=st.booleans())
 HASHES = (keys.POLICIES, keys.GROUPS, keys.POLICY_OBJECTS, keys.effective_in("c1"),
           keys.RBAC)
 WRITES = st.lists(st.tuples(st.sampled_from(("hset", "hdel", "sadd")),
@@ -27,7 +28,8 @@ WRITES = st.lists(st.tuples(st.sampled_from(("hset", "hdel", "sadd")),
 def scope(affected: Affected) -> Scope:
     return Scope(users=sorted(affected.users), groups=sorted(affected.groups),
                  clusters=sorted(affected.clusters), all=affected.all,
-                 within=sorted(affected.within), narrow=affected.narrow)
+                 within=sorted(affected.within), narrow=affected.narrow,
+                 unknown=affected.unknown)
 
 
 @given(invalidate=AFFECTED, announce=AFFECTED, writes=WRITES)

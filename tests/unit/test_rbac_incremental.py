@@ -110,6 +110,8 @@ def scratch(state: dict[Ident, Role | Binding]) -> RbacIndex:
 def assert_same(got: RbacIndex, want: RbacIndex, requests: list[Any]) -> None:
     for attrs in requests:
         assert got.who_can(attrs) == want.who_can(attrs)
+        # What a deny says no rule names (the rules' verbs and resources, counted).
+        assert got.unnamed(attrs) == want.unnamed(attrs)
         for username, member_of in PEOPLE:
             assert got.allowed(attrs, username, member_of) == want.allowed(
                 attrs, username, member_of)

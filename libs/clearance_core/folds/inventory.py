@@ -66,6 +66,10 @@ def fold_cluster_event(model: Model, tx: Writes, event: FoldEvent) -> FoldResult
         # any of that may now read otherwise — for subjects no change names.
         tx.invalidate.all = False
         tx.invalidate.clusters.add(name)
+    if (previous is None) != (labels is None):
+        # The inventory's names changed: answers about a cluster outside it warned, and
+        # suggested the closest name (README: Warnings).
+        tx.invalidate.unknown = True
     tx.invalidate.within = {name}
     return result
 

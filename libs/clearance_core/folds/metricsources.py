@@ -42,6 +42,10 @@ def fold(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
             inherited = access_rule_subjects(model, type_name)
             tx.announce.update(inherited)
             tx.invalidate.update(inherited)
+            # Answers about the type warned that no one declares it (or will): they go,
+            # here and in clients' caches (README: Warnings).
+            tx.invalidate.unknown = True
+            tx.announce.all = True
         if in_force is None:
             model.type_sources.pop(type_name, None)
         else:

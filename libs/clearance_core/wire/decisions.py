@@ -57,6 +57,9 @@ class ClusterPermissions(msgspec.Struct, kw_only=True):
 
 class PermissionsReply(msgspec.Struct, kw_only=True):
     clusters: dict[str, ClusterPermissions]
+    #: An extension (README: Warnings), absent when there is nothing to say: the names
+    #: the question uses that Clearance does not know. It changes no decision.
+    warnings: list[str] | msgspec.UnsetType = msgspec.UNSET
     revision: int
     request_id: str | msgspec.UnsetType | None = msgspec.UNSET
 
@@ -122,6 +125,9 @@ class CheckResult(msgspec.Struct, kw_only=True):
     filters: dict[str, Any] | None = None
     cached: bool = False
     trace: list[TraceStep] | msgspec.UnsetType = msgspec.UNSET
+    #: An extension (README: Warnings), absent when there is nothing to say: the names
+    #: the question uses that Clearance does not know. It changes no decision.
+    warnings: list[str] | msgspec.UnsetType = msgspec.UNSET
     revision: int | msgspec.UnsetType = msgspec.UNSET
     request_id: str | msgspec.UnsetType | None = msgspec.UNSET
 

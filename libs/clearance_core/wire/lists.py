@@ -42,6 +42,9 @@ class FilterReply(msgspec.Struct, kw_only=True):
     total: int
     visible: int
     aggregations: dict[str, Any] | None
+    #: An extension (README: Warnings), absent when there is nothing to say: the names
+    #: the question uses that Clearance does not know. It changes no decision.
+    warnings: list[str] | msgspec.UnsetType = msgspec.UNSET
     revision: int
     request_id: str | msgspec.UnsetType | None = msgspec.UNSET
 
@@ -75,6 +78,9 @@ class MetricsReply(msgspec.Struct, kw_only=True):
     decision: DecisionKind
     metrics: dict[str, float]
     filtered: bool
+    #: An extension (README: Warnings), absent when there is nothing to say: the names
+    #: the question uses that Clearance does not know. It changes no decision.
+    warnings: list[str] | msgspec.UnsetType = msgspec.UNSET
     revision: int
     request_id: str | msgspec.UnsetType | None = msgspec.UNSET
 
@@ -87,5 +93,8 @@ class CustomTypesRequest(PrincipalBase, kw_only=True):
 
 class CustomTypesReply(msgspec.Struct, kw_only=True):
     types: list[str]
+    #: An extension (README: Warnings), absent when there is nothing to say: the names
+    #: the question uses that Clearance does not know. It changes no decision.
+    warnings: list[str] | msgspec.UnsetType = msgspec.UNSET
     revision: int
     request_id: str | msgspec.UnsetType | None = msgspec.UNSET

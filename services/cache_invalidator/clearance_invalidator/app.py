@@ -59,6 +59,8 @@ def index_keys(record: ChangeRecord) -> tuple[list[str], list[str]]:
     subjects = [_BY_USER + u for u in scope.users]
     subjects += [_BY_GROUP + g for g in scope.groups]
     clusters = [_BY_CLUSTER + c for c in scope.clusters]
+    if scope.unknown:  # the answers warning of a name that may now be known (or gone)
+        clusters.append(keys.CACHE_WARNED)
     if scope.narrow is not None and not scope.within and subjects:
         return clusters, subjects
     if scope.within and subjects:

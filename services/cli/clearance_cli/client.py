@@ -17,10 +17,12 @@ from urllib.parse import urlsplit
 import msgspec
 import nats
 import nats.errors
+from nats.aio.client import Client
 
 from clearance_cli import output, statelock
 from clearance_cli.flags import NO, OK, UNAVAILABLE, USAGE, CliError
 from clearance_core import inboxes
+from clearance_core.wire import REQUESTS, SUBJECT_STATUS
 
 #: Error codes that mean "what you asked cannot be answered as asked" (exit 2); the
 #: others (stale, unavailable, internal) are the system's trouble (exit 3).
@@ -118,8 +120,8 @@ async def request(args: argparse.Namespace, subject: str, body: bytes) -> dict[s
     try:
         reply = await nc.request(subject, body, timeout=args.timeout)
     except nats.errors.NoRespondersError:
-        raise CliError(f"no service answers {subject} (is Clearance running?)",
-                       UNAVAILABLE) from None
+        raise CliError(await _no_responders(nc, subject, args.timeout), UNAVAILABLE) \
+            from None
     except nats.errors.TimeoutError:
         raise CliError(f"{subject}: no reply within {args.timeout:g} s", UNAVAILABLE) from None
     except nats.errors.Error as exc:
@@ -133,6 +135,20 @@ async def request(args: argparse.Namespace, subject: str, body: bytes) -> dict[s
     if not isinstance(decoded, dict):
         raise CliError(f"{subject}: the reply is not a JSON object", UNAVAILABLE)
     return decoded
+
+
+async def _no_responders(nc: Client, subject: str, wait: float) -> str:
+    """Why nothing answered ``subject``: Clearance is not running, or it is (its status
+    subject answers) and serves no such subject — a misspelled one, say."""
+    if subject != SUBJECT_STATUS:
+        try:
+            await nc.request(SUBJECT_STATUS, b"{}", timeout=wait)
+        except (nats.errors.Error, TimeoutError):
+            pass
+        else:
+            return (f"no service answers {subject} (is it a Clearance subject? known "
+                    f"subjects: {', '.join(sorted(REQUESTS))})")
+    return f"no service answers {subject} (is Clearance running?)"
 
 
 def _redacted(url: str) -> str:
@@ -158,12 +174,41 @@ def ask(args: argparse.Namespace, subject: str, body: msgspec.Struct | bytes, ta
     if getattr(args, "quiet", False):
         return status
     if args.output == "table":
+        # As kubectl: warnings on stderr, the answer on stdout (-o json keeps them in
+        # the reply).
+        for warning in warnings_of(reply):
+            print(f"Warning: {warning}", file=sys.stderr)
         lines = table(reply)
         if lines:
             print("\n".join(lines))
     else:
         print(output.document(args.output, reply), end="")
     return status
+
+
+#: Check numbers a batch's warning lists before "and N more".
+LISTED = 5
+
+
+def warnings_of(reply: dict[str, Any]) -> list[str]:
+    """A reply's warnings (README: Warnings): its own, then a batch's, each text once
+    with the checks (``#i``) it concerns."""
+    found = [str(w) for w in _listed(reply.get("warnings"))]
+    results = reply.get("results")
+    by_text: dict[str, list[int]] = {}
+    for index, result in enumerate(results if isinstance(results, list) else []):
+        if isinstance(result, dict):
+            for warning in _listed(result.get("warnings")):
+                by_text.setdefault(str(warning), []).append(index)
+    for text, indexes in by_text.items():
+        shown = ", ".join(f"#{i}" for i in indexes[:LISTED])
+        more = f" and {len(indexes) - LISTED} more" if len(indexes) > LISTED else ""
+        found.append(f"{shown}{more}: {text}")
+    return found
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def yes_no(allowed: bool) -> int:

@@ -13,6 +13,7 @@ from clearance_cli import client, inputs
 from clearance_cli.decisions import principal_of
 from clearance_cli.flags import CliError
 from clearance_cli.output import table
+from clearance_core import kube_names
 from clearance_core.wire import (
     SUBJECT_REVIEW_RESOURCE,
     SUBJECT_REVIEW_RULES,
@@ -68,6 +69,8 @@ def can_i(args: argparse.Namespace) -> int:
 
     def show(reply: dict[str, Any]) -> list[str]:
         status = reply.get("status") or {}
+        for warning in review_warnings(args, str(status.get("reason") or "")):
+            print(f"Warning: {warning}", file=sys.stderr)
         if status.get("reason"):  # as kubectl: the answer on stdout, the why on stderr
             print(f"  {status['reason']}", file=sys.stderr)
         if status.get("evaluationError"):
@@ -76,6 +79,17 @@ def can_i(args: argparse.Namespace) -> int:
 
     return client.ask(args, SUBJECT_REVIEW_SUBJECT, subject_review(args), show,
                       lambda reply: client.yes_no(allowed(reply)))
+
+
+def review_warnings(args: argparse.Namespace, reason: str) -> list[str]:
+    """kubectl's warnings for ``can-i``: a verb not among Kubernetes' verbs; a resource
+    that is no built-in Kubernetes resource and that the review's reason says no rule
+    names (``clearance_core.kube_names``)."""
+    non_resource = args.resource.startswith("/")
+    found = [kube_names.unknown_verb(args.verb, non_resource=non_resource)]
+    if not non_resource:
+        found.append(kube_names.unknown_resource(resource_parts(args.resource)[0], reason))
+    return [warning for warning in found if warning is not None]
 
 
 RULES = ["RESOURCES", "NON-RESOURCE-URLS", "RESOURCE-NAMES", "VERBS"]

@@ -151,5 +151,5 @@ class Audience:
         # The check's own evaluation, not a copy of it: they cannot drift apart.
         return self._decider._result(
             snapshot, identity, check, pkey="", cluster=cluster, key="", now=now,
-            entries=[], trace_key=None)
+            entries=[], trace_key=None, warn=False)
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from clearance_core import answers, placement
+from clearance_core import answers, placement, unknown_names
 from clearance_core.decide import Decision
 from clearance_core.errors import BadRequest
 from clearance_core.inherited_decide import namespace_of
@@ -225,16 +225,30 @@ class Decider:
 
     def _result(self, snapshot: Snapshot, identity: Identity, check: BatchItem, *,
                 pkey: str, cluster: str, key: str, now: float,
-                entries: list[Entry], trace_key: str | None) -> CheckResult:
-        """One check decided from a snapshot; its cache entry (and its explanation's,
-        under ``trace_key`` if given) appended to ``entries``."""
+                entries: list[Entry], trace_key: str | None,
+                warn: bool = True) -> CheckResult:
+        """One check decided from a snapshot, with its warnings (``warn``); its cache
+        entry (and its explanation's, under ``trace_key`` if given) appended to
+        ``entries``."""
         decision = answers.check(snapshot, identity, check.action, check.resource,
                                  cluster=cluster, now=now, explain=trace_key is not None)
         result = result_of(decision)
+        warned = unknown_names.check_warnings(
+            snapshot, identity, check.resource, cluster, known=snapshot.known_clusters,
+            inventory=snapshot.inventory) if warn else unknown_names.Warnings()
+        if warned.names or warned.subject is not None:
+            result.warnings = warned.all()
         if self._cache.ttl_ms > 0:
             outcome = decision.outcome
-            indexes = entry_indexes(identity.names, identity.groups, cluster, pkey)
-            known = cluster if cluster in snapshot.known_clusters else None
+            # Warnings are cached with the answer, and leave with it (README: Warnings):
+            # one about a cluster or a type joins the index every change of the
+            # inventory's or the declared types' names drops; one about the principal
+            # carries the "not in the inventory" header, which every invalidation naming
+            # the principal or its groups drops, narrowed or not.
+            indexes = entry_indexes(identity.names, identity.groups, cluster, pkey,
+                                    warned=bool(warned.names))
+            known = cluster if cluster in snapshot.known_clusters \
+                and warned.subject is None else None
             entries.append(Entry(
                 key=key,
                 blob=pack(result, outcome.valid_until, cluster=known, order=outcome.order),

@@ -11,7 +11,9 @@ from __future__ import annotations
 import time
 from typing import cast
 
-from clearance_core import answers
+import msgspec
+
+from clearance_core import answers, unknown_names
 from clearance_core.errors import BadRequest
 from clearance_core.listing import aggregations
 from clearance_core.placed import as_items
@@ -59,9 +61,13 @@ class Lists:
         items = as_items(request.items)
         within_budget(answers.filter_cost(snapshot, cluster, kind, items), self._budget)
         listed = answers.filtered(snapshot, identity, cluster, kind, items, now=time.time())
+        warnings = _warned(unknown_names.list_warnings(
+            snapshot, identity, [cluster], type_name=request.type,
+            known=snapshot.known_clusters, inventory=snapshot.inventory, asked=cluster))
         if listed.decision == "deny":
             return FilterReply(decision="deny", items=[], total=len(request.items), visible=0,
-                               aggregations=None, revision=snapshot.revision)
+                               aggregations=None, warnings=warnings,
+                               revision=snapshot.revision)
         shown = cast("list[ListItem]", listed.shown)
         values = aggregations(
             listed.aggregating, kind, cast("list[ListItem]", listed.counted),
@@ -69,7 +75,7 @@ class Lists:
             given=request.aggregations, metrics_allowed=listed.metrics_allowed,
         )
         return FilterReply(decision=listed.decision, items=shown, total=len(request.items),
-                           visible=len(shown), aggregations=values,
+                           visible=len(shown), aggregations=values, warnings=warnings,
                            revision=snapshot.revision)
 
     async def metrics(self, request: MetricsRequest) -> MetricsReply:
@@ -78,8 +84,11 @@ class Lists:
         decision, values, filtered = answers.metrics(
             snapshot, identity, request.cluster, request.namespaces, request.nodes,
             now=time.time())
+        warnings = _warned(unknown_names.list_warnings(
+            snapshot, identity, [request.cluster], known=snapshot.known_clusters,
+            inventory=snapshot.inventory, asked=request.cluster))
         return MetricsReply(decision=decision, metrics=values, filtered=filtered,
-                            revision=snapshot.revision)
+                            warnings=warnings, revision=snapshot.revision)
 
     async def custom_types(self, request: CustomTypesRequest) -> CustomTypesReply:
         clusters = None if request.cluster is None else [request.cluster]
@@ -87,4 +96,13 @@ class Lists:
                                                       clusters=clusters, spread=True)
         names = [request.cluster] if request.cluster is not None else sorted(snapshot.labels)
         types = answers.custom_types(snapshot, identity, names, now=time.time())
-        return CustomTypesReply(types=sorted(types), revision=snapshot.revision)
+        warnings = _warned(unknown_names.list_warnings(
+            snapshot, identity, names, known=snapshot.known_clusters,
+            inventory=snapshot.inventory, asked=request.cluster))
+        return CustomTypesReply(types=sorted(types), warnings=warnings,
+                                revision=snapshot.revision)
+
+
+def _warned(warnings: list[str]) -> list[str] | msgspec.UnsetType:
+    """A reply's ``warnings``: absent when there is none (README: Warnings)."""
+    return warnings or msgspec.UNSET

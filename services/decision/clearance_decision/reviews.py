@@ -95,8 +95,12 @@ class Reviews:
             raise BadRequest("spec needs a user or groups")
         groups = (await self._reads.effective_groups(spec.user, spec.groups) if spec.user
                   else spec.groups)
-        allowed, reason, error = (await self._reads.rbac_index()).allowed(attrs, spec.user,
-                                                                           groups)
+        index = await self._reads.rbac_index()
+        allowed, reason, error = index.allowed(attrs, spec.user, groups)
+        if not allowed:
+            # The status has no warnings member: a deny's reason says which name of the
+            # question no rule uses — a misspelled verb or resource (README: RBAC reviews).
+            reason = "; ".join([*([reason] if reason else []), *index.unnamed(attrs)])
         status = SubjectAccessReviewStatus(allowed=allowed, reason=reason)
         if error:
             status.evaluation_error = error

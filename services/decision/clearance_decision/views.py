@@ -11,7 +11,9 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from clearance_core import answers
+import msgspec
+
+from clearance_core import answers, unknown_names
 from clearance_core.evaluate import candidates, matched_by, skip_reason
 from clearance_core.principal import Identity
 from clearance_core.resources import check_principal
@@ -69,7 +71,9 @@ class Views:
     async def permissions(self, request: PrincipalRequest) -> PermissionsReply:
         snapshot, identity = await principal_snapshot(self._reads, request.who(),
                                                       clusters=None)
+        warnings = unknown_names.list_warnings(snapshot, identity, sorted(snapshot.labels))
         return PermissionsReply(clusters=permissions(snapshot, identity),
+                                warnings=warnings or msgspec.UNSET,
                                 revision=snapshot.revision)
 
     async def policies(self, request: PrincipalRequest) -> PoliciesReply:

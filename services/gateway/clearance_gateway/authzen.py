@@ -56,7 +56,7 @@ PARALLEL = 2
 OPT_IN = "clearance"
 Semantic = Literal["execute_all", "deny_on_first_deny", "permit_on_first_permit"]
 REQUEST_ID = "X-Request-ID"
-_RESULT_CONTEXT = ("policy", "permissions", "filters", "revision")
+_RESULT_CONTEXT = ("policy", "permissions", "filters", "warnings", "revision")
 
 
 class SubjectProperties(msgspec.Struct):
