@@ -379,11 +379,6 @@ class StateMirror:
         :meth:`named`)."""
         return self._groups
 
-    def declared(self) -> frozenset[str]:
-        """The custom types some MetricSource declares (call right after
-        :meth:`current`)."""
-        return frozenset(self._declared)
-
     def _differing(self, identity: Identity, clusters: Sequence[str]
                    ) -> dict[str, dict[str, EffectivePolicy]]:
         found: dict[str, dict[str, EffectivePolicy]] = {}

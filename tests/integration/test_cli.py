@@ -205,8 +205,9 @@ def test_unknown_names_are_warned_of_on_stderr(fleet: dict[str, str], tmp_path: 
     assert nobody.stderr == (
         'Warning: no policy names principal "bbo" or any of its groups: it is answered as '
         'anyone unnamed is ("others" in who-can-see)\n')
-    (tmp_path / "checks.yaml").write_text(yaml.safe_dump(
-        [*CHECKS, {"action": "view", "resource": {"type": "cluster", "name": "prod-us-eas"}}]))
+    checks = yaml.safe_load((WALKTHROUGH / "checks.yaml").read_text())
+    checks.append({"action": "view", "resource": {"type": "cluster", "name": "prod-us-eas"}})
+    (tmp_path / "checks.yaml").write_text(yaml.safe_dump(checks))
     batch = clearance(fleet, "batch", *BOB, "checks.yaml", cwd=tmp_path)
     assert batch.returncode == 0 and batch.stderr == east.replace("Warning: ", "Warning: #2: ")
     verb = clearance(fleet, "can-i", "lst", "pods", "--as", "bob", "-n", "shop")
