@@ -108,8 +108,9 @@ def entry_indexes(
 ) -> tuple[str, ...]:
     """The index sets an entry joins: its username and email, every effective group, its
     cluster and its principal — what the invalidator and ``cache.clear`` name — and,
-    ``warned``, the answers that warn of a cluster or a type Clearance does not know
-    (dropped whenever a cluster or a declared type appears or goes)."""
+    ``warned``, the answers whose warnings a change of names can alter: those warning of
+    a cluster or a type Clearance does not know, and those about a custom type (dropped
+    whenever a cluster or a declared type appears or goes)."""
     return (
         *(keys.cache_by_user(n) for n in names),
         *(keys.cache_by_group(g) for g in sorted(groups)),

@@ -27,10 +27,10 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from clearance_core import answers, hierarchy
+from clearance_core import answers, hierarchy, unknown_names
 from clearance_core.accesspolicy import compile_access_policy
 from clearance_core.errors import InvalidObject
-from clearance_core.evaluate import match_cluster
+from clearance_core.evaluate import match_cluster, names
 from clearance_core.fold import fold_policy
 from clearance_core.hierarchy import Target
 from clearance_core.inherit_index import InheritanceIndex
@@ -129,13 +129,20 @@ class Fresh:
         wire = msgspec.convert(resource, Resource)
         cluster = cluster_of(wire)
         identity = self.identity(who)
-        decision = answers.check(_For(self, identity), identity, action, wire,
+        state = _For(self, identity)
+        decision = answers.check(state, identity, action, wire,
                                  cluster=cluster, now=now, explain=explain)
         result = CheckResult(
             decision=decision.decision, allowed=decision.decision in ("allow", "partial"),
             reason=decision.reason, policy=decision.policy,
             permissions=list(decision.permissions), filters=decision.filters,
             trace=decision.outcome.trace if explain else msgspec.UNSET)
+        # A cached warning outliving the name it warns of is as stale as a cached grant.
+        warned = unknown_names.check_warnings(
+            state, identity, wire, cluster, known=self.clusters.keys(),
+            inventory=sorted(self.clusters)).all()
+        if warned:
+            result.warnings = warned
         return answer(json.loads(msgspec.json.encode(result)))
 
     def visible(self, who: Who, cluster: str, type_name: str,
@@ -155,6 +162,8 @@ class Fresh:
         """The ``status`` of a SubjectAccessReview."""
         effective = sorted(self.groups_of(user, groups))
         allowed, reason, error = self.rbac.allowed(attrs, user, effective)
+        if not allowed:  # a deny names what no rule names (README: RBAC reviews)
+            reason = "; ".join([*([reason] if reason else []), *self.rbac.unnamed(attrs)])
         status = SubjectAccessReviewStatus(allowed=allowed, reason=reason)
         if error:
             status.evaluation_error = error
@@ -168,7 +177,10 @@ class _For:
 
     def __init__(self, fresh: Fresh, identity: Identity) -> None:
         self._fresh, self._identity = fresh, identity
-        self.policies, self.labels = fresh.policies, fresh.clusters
+        # The candidates, as the decision service finds them: the policies naming the
+        # principal (the same answers; a principal with none is warned of as unnamed).
+        self.policies = [p for p in fresh.policies if names(p, identity)]
+        self.labels = fresh.clusters
         self.declared = fresh.declared
         self.inherited, self.cluster_rules = fresh.inherited, fresh.cluster_rules
 

@@ -130,6 +130,25 @@ async def test_an_undeclared_type_is_hidden_as_before_and_said(system: System) -
     assert after["decision"] == "deny"  # declared, but alice's rule does not list it
 
 
+async def test_a_type_whose_metricsource_goes_is_warned_of_from_then_on(
+        system: System) -> None:
+    """The answer about a declared type was cached without a warning; its MetricSource
+    deleted, the next answer warns (it is not served from the cache)."""
+    revision = await publish(system, "metricsource", metricsource("widgets"))
+    asked = {"type": "widgets", "cluster": EAST}
+    assert "warnings" not in await twice(system, "alice", asked, revision)
+    assert system.nc is not None
+    token = hashlib.blake2b(b"monitoring/widgets-source", digest_size=8).hexdigest()
+    ack = await system.nc.jetstream().publish(
+        f"clearance.events.metricsource.{token}", msgspec.json.encode(
+            {"type": "DELETED", "object": metricsource("widgets")}))
+    after = await check(system, "alice", asked, int(ack.seq))
+    assert after["cached"] is False
+    assert after["warnings"] == [
+        'type "widgets" is neither a built-in type nor declared by a MetricSource: its '
+        'items are hidden']
+
+
 async def test_an_unknown_principal_is_answered_as_others_and_said(system: System) -> None:
     asked = {"type": "cluster", "name": EAST}
     got = await twice(system, "alcie", asked)

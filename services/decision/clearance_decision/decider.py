@@ -245,8 +245,13 @@ class Decider:
             # inventory's or the declared types' names drops; one about the principal
             # carries the "not in the inventory" header, which every invalidation naming
             # the principal or its groups drops, narrowed or not.
-            indexes = entry_indexes(identity.names, identity.groups, cluster, pkey,
-                                    warned=bool(warned.names))
+            # An answer about a custom type joins the names' index too, warned of or not:
+            # its type may become undeclared (a MetricSource deleted), and then the answer
+            # must warn of it.
+            indexes = entry_indexes(
+                identity.names, identity.groups, cluster, pkey,
+                warned=bool(warned.names)
+                or check.resource.type not in unknown_names.BUILTIN_NAMES)
             known = cluster if cluster in snapshot.known_clusters \
                 and warned.subject is None else None
             entries.append(Entry(
