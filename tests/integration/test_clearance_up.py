@@ -16,7 +16,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -350,49 +350,96 @@ def test_a_second_up_on_the_same_state_refuses_and_leaves_the_first_alone(
     assert reply["revision"] >= EXAMPLES_LOADED
 
 
-def readme_walkthrough() -> list[tuple[int, str, int | None]]:
-    """The ``$`` lines of the README's console blocks from "Quick start" through "The
-    command line": (line number, command, the exit status the README shows after it with
-    ``; echo $?``, else None)."""
+def _section(lines: list[str], heading: str) -> range:
+    """The line numbers of a README section, its subsections included (a ``#`` inside
+    a fenced block is no heading)."""
+    start = lines.index(heading)
+    level = len(heading) - len(heading.lstrip("#"))
+    fenced = False
+    for number in range(start + 1, len(lines)):
+        line = lines[number]
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and line.startswith("#"):
+            hashes = len(line) - len(line.lstrip("#"))
+            if hashes <= level and line[hashes:hashes + 1] == " ":
+                return range(start, number)
+    return range(start, len(lines))
+
+
+class Shown(NamedTuple):
+    """A ``$`` line of the README: where, the command, the exit status it shows with
+    ``; echo $?`` (else None), and the output printed under it."""
+
+    number: int
+    command: str
+    status: int | None
+    output: list[str]
+
+
+def readme_walkthrough() -> list[Shown]:
+    """The ``$`` lines of the README's console blocks in "Quick start", "The command
+    line" and "The example fleet's policies" (the dry runs of the example fleet)."""
     lines = (ROOT / "README.md").read_text().splitlines()
-    start = lines.index("## Quick start")
-    end = next(i for i, line in enumerate(lines) if i > start and line.startswith("## ")
-               and not line.startswith(("## Quick start", "## The command line")))
-    found: list[tuple[int, str, int | None]] = []
+    numbers = [*_section(lines, "## Quick start"),
+               *_section(lines, "## The command line (`clearance`)"),
+               *_section(lines, "### The example fleet's policies")]
+    found: list[Shown] = []
     fence: str | None = None
-    for number in range(start, end):
+    for number in numbers:
         line = lines[number]
         if line.startswith("```"):
             fence = None if fence is not None else line[3:]
             continue
         if fence == "console" and line.startswith("$ "):
+            output = []
+            for out in lines[number + 1:]:
+                if out.startswith(("$ ", "```")):
+                    break
+                output.append(out)
             command = line[2:]
             shown = None
             if command.endswith("echo $?"):  # the status: the output's first bare number
-                shown = next(int(out) for out in lines[number + 1:] if out.isdigit())
-            found.append((number + 1, command, shown))
+                shown = next(int(out) for out in output if out.isdigit())
+            found.append(Shown(number + 1, command, shown, output))
     return found
+
+
+#: Commands whose output the README shows as it is printed, whatever the revision.
+VERBATIM = ("clearance simulate ",)
 
 
 def test_every_walkthrough_command_of_the_readme_can_be_pasted(running: Fleet) -> None:
     """A new user pastes the README's commands as written, from the repository's root: each
     answers (0, or 1 for a no), or exits as the README shows it does; none is a usage
-    error or finds nothing to talk to. The PATH line comes first: the others need it."""
+    error or finds nothing to talk to. The PATH line comes first: the others need it. A
+    dry run prints what the README shows it prints (elided with ``...`` or not)."""
     commands = readme_walkthrough()
-    assert len(commands) >= 30, commands
-    exports = [c for _, c, _ in commands if c.startswith("export PATH=")]
+    assert len(commands) >= 36, commands
+    exports = [c.command for c in commands if c.command.startswith("export PATH=")]
     assert exports and exports[0].startswith('export PATH="$PWD/.venv/bin:$PATH"')
     env = {**running.env, "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
-    for number, command, shown in commands:
+    verbatim = 0
+    for shown in commands:
+        number, command = shown.number, shown.command
         if command.startswith("export PATH="):
             continue
         done = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, capture_output=True,
                               text=True, timeout=60, check=False)
-        if shown is not None:
-            assert done.stdout.split()[-1:] == [str(shown)], (number, command, done)
+        if shown.status is not None:
+            assert done.stdout.split()[-1:] == [str(shown.status)], (number, command, done)
         else:
             assert done.returncode in (0, 1), (number, command, done.stderr)
             assert done.stdout.strip(), (number, command, "printed nothing")
+        if command.removeprefix(".venv/bin/").startswith(VERBATIM):
+            printed = done.stdout.splitlines()
+            if "..." in shown.output:  # the lines around the elision
+                cut = shown.output.index("...")
+                head, tail = shown.output[:cut], shown.output[cut + 1:]
+                printed = [*printed[:len(head)], "...", *printed[len(printed) - len(tail):]]
+            assert printed == shown.output, (number, command)
+            verbatim += 1
+    assert verbatim >= 4
 
 
 def test_ctrl_c_stops_everything_within_5_seconds(running: Fleet) -> None:
