@@ -20,6 +20,20 @@ from nats.js.errors import NotFoundError
 from clearance_core.wire import EVENTS_STREAM
 from clearance_runtime import servers
 
+#: Each directory's marker: a test is marked by where it lives, so ``-m "not integration"``
+#: selects exactly the tests that need no servers (a module cannot forget its marker).
+MARKERS = {"integration": ("integration",), "freshness": ("integration",),
+           "chaos": ("integration", "chaos"), "attack": ("integration", "attack"),
+           "fuzz": ("integration",)}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = item.path.relative_to(Path(__file__).parent).parts
+        for marker in MARKERS.get(parts[0], ()) if len(parts) > 1 else ():
+            if item.get_closest_marker(marker) is None:
+                item.add_marker(getattr(pytest.mark, marker))
+
 
 class Servers:
     def __init__(self, root: Path) -> None:

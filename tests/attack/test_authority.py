@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
-from tests.unit.accesspolicies import CLUSTERSET_LABEL, access_policy, block, rule
+from tests.support.accesspolicies import CLUSTERSET_LABEL, access_policy, block, rule
 
 pytestmark = [pytest.mark.integration, pytest.mark.attack]
 

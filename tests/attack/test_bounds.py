@@ -26,8 +26,8 @@ from nats.aio.client import Client
 
 from tests.chaos.processes import Deployment
 from tests.integration.harness import cluster
-from tests.unit.accesspolicies import access_policy, block, rule
-from tests.unit.policies import policy
+from tests.support.accesspolicies import access_policy, block, rule
+from tests.support.policies import policy
 
 pytestmark = [pytest.mark.integration, pytest.mark.attack, pytest.mark.timeout(120)]
 #: Fleet-wide policies are written where the default authority lets them take part.

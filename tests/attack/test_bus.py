@@ -36,8 +36,8 @@ from clearance_runtime import servers
 from clearance_runtime.responder import Responder
 from tests import secured
 from tests.integration.harness import cluster, group
-from tests.integration.test_reviews import binding, cluster_role
-from tests.unit.policies import policy
+from tests.support.policies import policy
+from tests.support.rbac import binding, cluster_role
 
 pytestmark = [pytest.mark.integration, pytest.mark.attack]
 

@@ -41,7 +41,7 @@ from tests.integration.harness import System, cluster, group
 from tests.integration.pki import Authority
 from tests.integration.test_console_http import ALIAS_BOMB
 from tests.integration.test_tokens import api_server, kubeconfig
-from tests.unit.policies import policy
+from tests.support.policies import policy
 
 pytestmark = [pytest.mark.integration, pytest.mark.attack]
 

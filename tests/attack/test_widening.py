@@ -22,8 +22,8 @@ import pytest
 
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
-from tests.unit.accesspolicies import access_policy, rule
-from tests.unit.policies import policy
+from tests.support.accesspolicies import access_policy, rule
+from tests.support.policies import policy
 
 pytestmark = [pytest.mark.integration, pytest.mark.attack]
 

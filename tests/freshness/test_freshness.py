@@ -53,8 +53,6 @@ from tests.freshness.driver import Driver
 from tests.freshness.oracle import Fresh, answer
 from tests.freshness.world import PRINCIPALS, Key, Who, World
 
-pytestmark = pytest.mark.integration
-
 EXAMPLES = int(os.environ.get("CLEARANCE_FRESHNESS_EXAMPLES", "16"))
 STEPS = int(os.environ.get("CLEARANCE_FRESHNESS_STEPS", "30"))
 SEED = os.environ.get("CLEARANCE_FRESHNESS_SEED")

@@ -19,7 +19,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from tests.unit.accesspolicies import CLUSTERSET_LABEL, access_policy, block, rule
+from tests.support.accesspolicies import CLUSTERSET_LABEL, access_policy, block, rule
 
 # Pools --------------------------------------------------------------------------------
 

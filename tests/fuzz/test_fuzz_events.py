@@ -22,8 +22,6 @@ from tests.fuzz.live import event_burst
 from tests.fuzz.settings import fuzz
 from tests.fuzz.strategies import EVENT_KINDS, hostile_events
 
-pytestmark = pytest.mark.integration
-
 
 def _fuzz_events(live: Driver, events: list[HostileEvent]) -> None:
     events = [e for e in events if known_bugs.known("event", e.kind, e.body) is None]

@@ -22,8 +22,6 @@ from tests.fuzz.live import request_burst
 from tests.fuzz.settings import fuzz
 from tests.fuzz.strategies import hostile_requests
 
-pytestmark = pytest.mark.integration
-
 
 def _fuzz_subject(live: Driver, subject: str, bodies: list[bytes]) -> None:
     bodies = [b for b in bodies if known_bugs.known("request", subject, b) is None]

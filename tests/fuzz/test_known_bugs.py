@@ -15,7 +15,6 @@ from tests.fuzz.hostile import HostileEvent
 from tests.fuzz.known_bugs import KNOWN_BUGS, KnownBug
 from tests.fuzz.live import event_burst, request_burst
 
-pytestmark = pytest.mark.integration
 #: Each open bug's example waits this long for its missing reply or stalled pipeline.
 FUZZ_TIMEOUT = 3.0
 

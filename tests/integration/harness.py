@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import sys
 from collections.abc import Mapping
@@ -125,6 +126,19 @@ class System:
         path = self.manifests / filename
         path.write_text(yaml.safe_dump_all(objects, sort_keys=False))
 
+    async def apply(self, filename: str, *objects: dict[str, Any],
+                    timeout: float = 10.0) -> int:
+        """Write a manifest file and wait until the watcher has published what changed
+        (the stream moves): the revision it reached. The file must change something."""
+        before = await self.stream_last_seq()
+        self.write(filename, *objects)
+        deadline = asyncio.get_running_loop().time() + timeout
+        while (seq := await self.stream_last_seq()) <= before:
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"the watcher published nothing for {filename}")
+            await asyncio.sleep(0.01)
+        return seq
+
     def remove(self, filename: str) -> None:
         assert self.manifests is not None
         (self.manifests / filename).unlink()
@@ -167,3 +181,23 @@ def write_kubeconfig(directory: Path, server: str) -> Path:
         "contexts": [{"name": "k", "context": {"cluster": "k", "user": "k"}}],
     }))
     return kubeconfig
+
+
+async def publish(system: System, kind: str, obj: dict[str, Any], *,
+                  deleted: bool = False) -> int:
+    """Append one MODIFIED (or DELETED) event for ``obj`` straight to the stream, as a
+    watcher would: its revision. The subject's token is the object's namespace/name hashed
+    (what the watcher does), so a later event for the same object replaces it."""
+    assert system.nc is not None
+    meta = obj["metadata"]
+    token = hashlib.blake2b(f"{meta.get('namespace')}/{meta['name']}".encode(),
+                            digest_size=8).hexdigest()
+    body = msgspec.json.encode({"type": "DELETED" if deleted else "MODIFIED", "object": obj})
+    for _ in range(100):  # the compiler creates the stream as it starts
+        try:
+            ack = await system.nc.jetstream().publish(f"clearance.events.{kind}.{token}", body)
+            return int(ack.seq)
+        except nats.js.errors.NoStreamResponseError:
+            await asyncio.sleep(0.05)
+    raise TimeoutError("no events stream")
+

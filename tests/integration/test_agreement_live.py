@@ -1,5 +1,5 @@
 """The agreement property through the real decision service: random fleets
-(``tests/unit/fleets.py``) written as manifests, and every subject asked over NATS —
+(``tests/support/fleets.py``) written as manifests, and every subject asked over NATS —
 ``filter``, ``metrics``, ``custom-types``, ``permissions`` and whole-type checks — must
 agree with ``check`` (also asked over NATS) on each item where it lives.
 
@@ -23,7 +23,7 @@ from clearance_core.filters import Item
 from clearance_core.wire import NamespaceMetrics, NodeMetrics, Resource
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, group
-from tests.unit.fleets import (
+from tests.support.fleets import (
     CLUSTERS,
     ITEMS,
     NOW,
@@ -34,8 +34,6 @@ from tests.unit.fleets import (
     filtered_somewhere,
     fleets,
 )
-
-pytestmark = pytest.mark.integration
 
 FLEETS = 3
 PRINCIPALS = (("u1", []), ("u2", ["g1"]), ("u3", ["g2"]))

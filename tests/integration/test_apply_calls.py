@@ -27,8 +27,6 @@ from clearance_runtime.invalidation import (
 )
 from tests.conftest import Servers
 
-pytestmark = pytest.mark.integration
-
 CLUSTERS = ("east", "west", "ü:*")
 SUBJECTS = tuple(keys.cache_by_user(u) for u in ("alice", "b,ob", "c\\d é")) + \
     tuple(keys.cache_by_group(g) for g in ("ops", "dev*"))

@@ -17,9 +17,8 @@ import redis.asyncio as aioredis
 
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
-from tests.unit.accesspolicies import CLUSTERSET_LABEL, access_policy, block, rule
+from tests.support.accesspolicies import CLUSTERSET_LABEL, access_policy, block, rule
 
-pytestmark = pytest.mark.integration
 T = TypeVar("T")
 
 OCM = "cluster.open-cluster-management.io"

@@ -24,9 +24,7 @@ from clearance_runtime.commits import Batch, LostSync
 from clearance_runtime.state import StateStore
 from tests.conftest import Servers
 from tests.integration.harness import cluster, group, stop_task
-from tests.unit.policies import policy
-
-pytestmark = pytest.mark.integration
+from tests.support.policies import policy
 
 
 @pytest.fixture

@@ -22,10 +22,9 @@ from clearance_core.wire import EVENTS_STREAM
 from clearance_runtime import bus, servers
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, write_kubeconfig
-from tests.unit.accesspolicies import access_policy, block, rule
-from tests.unit.policies import policy
+from tests.support.accesspolicies import access_policy, block, rule
+from tests.support.policies import policy
 
-pytestmark = pytest.mark.integration
 #: Fleet-wide policies are written where the default authority lets them take part.
 ADMIN = "clearance-system"
 

@@ -14,20 +14,14 @@ policies whose match of it moves, and only their entries about that cluster (REA
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-import msgspec
-import nats.js.errors
 import pytest
 
 from tests.conftest import Servers
-from tests.integration.harness import System, cluster, group
-from tests.unit.policies import policy
-
-pytestmark = pytest.mark.integration
+from tests.integration.harness import System, cluster, group, publish
+from tests.support.policies import policy
 
 #: Names that differ by one character a key scheme might treat specially.
 USERS = ["a*", "ab", "a", "a?", "a[b]", "[ab]", "a:b", "a,b", "a\\b", "a b", "ä", "a*b"]
@@ -45,22 +39,6 @@ async def system(clean_servers: Servers) -> AsyncIterator[System]:
     await sys_.settle()
     yield sys_
     await sys_.close()
-
-
-async def publish(system: System, kind: str, obj: dict[str, Any]) -> int:
-    """Append one ADDED/MODIFIED event; returns its revision."""
-    assert system.nc is not None
-    meta = obj["metadata"]
-    token = hashlib.blake2b(f"{meta.get('namespace')}/{meta['name']}".encode(),
-                            digest_size=8).hexdigest()
-    body = msgspec.json.encode({"type": "MODIFIED", "object": obj})
-    for _ in range(100):  # the compiler creates the stream as it starts
-        try:
-            ack = await system.nc.jetstream().publish(f"clearance.events.{kind}.{token}", body)
-            return int(ack.seq)
-        except nats.js.errors.NoStreamResponseError:
-            await asyncio.sleep(0.05)
-    raise TimeoutError("no events stream")
 
 
 async def publish_all(system: System, kind: str, objects: list[dict[str, Any]]) -> int:

@@ -10,8 +10,6 @@ from clearance_runtime import keys
 from clearance_runtime.cache import DecisionCache, Entry
 from tests.conftest import Servers
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.mark.parametrize("size", [0, 31, 32, 255, 256, 65535, 65536, 200_000])
 async def test_a_stored_blob_comes_back_byte_for_byte(clean_servers: Servers,

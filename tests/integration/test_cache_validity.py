@@ -22,11 +22,8 @@ import clearance_decision.decider as decider
 from clearance_runtime import keys
 from tests.conftest import Servers
 from tests.freshness.world import stamp
-from tests.integration.harness import System, cluster
-from tests.integration.test_cache_names import publish
-from tests.unit.policies import policy
-
-pytestmark = pytest.mark.integration
+from tests.integration.harness import System, cluster, publish
+from tests.support.policies import policy
 
 ALICE = {"username": "alice"}
 CHECKS = [{"action": "view", "resource": resource} for resource in (

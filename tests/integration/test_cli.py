@@ -24,8 +24,6 @@ from tests.integration.test_clearance_up import (
 )
 from tests.integration.test_nats_accounts import _self_signed
 
-pytestmark = pytest.mark.integration
-
 BOB = ["--user", "bob", "--group", "developers"]
 WALKTHROUGH = Path(__file__).resolve().parents[2] / "docs" / "walkthrough"
 ALICE = ["--user", "alice", "--group", "platform-team"]

@@ -24,9 +24,7 @@ from clearance_core.wire import (
 )
 from tests.conftest import Servers
 from tests.integration.harness import System, group
-from tests.unit.policies import policy
-
-pytestmark = pytest.mark.integration
+from tests.support.policies import policy
 
 ROOT = Path(__file__).resolve().parents[2]
 SRE = Principal(username="sre-alice", groups=["sre"])

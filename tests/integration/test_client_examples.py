@@ -18,9 +18,7 @@ from clearance_client import DecisionCache
 
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
-from tests.unit.policies import policy
-
-pytestmark = pytest.mark.integration
+from tests.support.policies import policy
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 ALICE = {"X-Forwarded-User": "alice", "X-Forwarded-Groups": "viewers"}

@@ -6,15 +6,12 @@ import asyncio
 import contextlib
 
 import nats
-import pytest
 import redis.asyncio as aioredis
 
 from clearance_compiler.app import Compiler
 from clearance_runtime import bus, keys
 from clearance_runtime.state import StateStore
 from tests.conftest import Servers
-
-pytestmark = pytest.mark.integration
 
 
 async def test_an_idle_stream_keeps_the_loop_consuming(clean_servers: Servers) -> None:

@@ -32,8 +32,6 @@ from clearance_runtime import servers
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
 
-pytestmark = pytest.mark.integration
-
 ROOT = Path(__file__).resolve().parents[2]
 #: The walkthrough's dry-run sample: the production guardrails without the payments filter.
 SAMPLE = ROOT / "docs" / "walkthrough" / "guardrails-without-payments.yaml"

@@ -21,8 +21,6 @@ from clearance_runtime.settings import Settings
 from tests.conftest import Servers
 from tests.integration.harness import stop_task
 
-pytestmark = pytest.mark.integration
-
 TOKEN = "s3cret-console-token-0123456789"
 #: A few hundred bytes of YAML aliases, each level nine of the one before: 9^9 strings.
 ALIAS_BOMB = "".join(

@@ -16,9 +16,7 @@ from clearance_runtime.commits import LostSync
 from clearance_runtime.state import StateStore
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
-from tests.unit.policies import policy
-
-pytestmark = pytest.mark.integration
+from tests.support.policies import policy
 
 
 @pytest.fixture

@@ -20,8 +20,8 @@ from clearance_runtime import servers
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, group
 from tests.integration.pki import Authority
-from tests.integration.test_reviews import binding, cluster_role
-from tests.unit.policies import policy
+from tests.support.policies import policy
+from tests.support.rbac import binding, cluster_role
 
 SERVICES = ("watcher", "compiler", "cache-invalidator", "decision", "gateway")
 OBJECTS = [

@@ -15,9 +15,7 @@ from clearance_core import fold
 from clearance_runtime import metrics
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
-from tests.unit.policies import policy
-
-pytestmark = pytest.mark.integration
+from tests.support.policies import policy
 
 
 @pytest.fixture

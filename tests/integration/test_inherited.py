@@ -14,8 +14,8 @@ import pytest
 
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
-from tests.unit.accesspolicies import CLUSTERSET_LABEL, access_policy, block, rule
-from tests.unit.policies import policy
+from tests.support.accesspolicies import CLUSTERSET_LABEL, access_policy, block, rule
+from tests.support.policies import policy
 
 
 def cluster_set(name: str) -> dict[str, Any]:

@@ -16,8 +16,6 @@ from clearance_runtime import keys
 from clearance_runtime.invalidation import INVALIDATE
 from tests.conftest import Servers
 
-pytestmark = pytest.mark.integration
-
 CLUSTERS = ("east", "west", "north")
 
 

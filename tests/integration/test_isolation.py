@@ -19,7 +19,7 @@ from clearance_core.wire.limits import MAX_DEPTH, MAX_GROUPS
 from clearance_runtime import keys
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
-from tests.unit.policies import policy
+from tests.support.policies import policy
 
 HUGE = 2**70  # a valid JSON number that fits no 64-bit integer
 ALICE = {"username": "alice"}

@@ -15,7 +15,7 @@ from clearance_runtime import bus
 from clearance_watcher.ledger import LOAD_BATCH, Ledger
 from tests.conftest import Servers
 from tests.integration.harness import cluster
-from tests.unit.policies import policy
+from tests.support.policies import policy
 
 
 @pytest.fixture

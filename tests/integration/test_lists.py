@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
-from tests.unit.policies import policy
+from tests.support.policies import policy
 
 
 def metricsource(type_name: str = "pvc", *, filterable: list[str] | None = None,
@@ -193,26 +192,22 @@ async def test_a_custom_type_exists_while_any_metricsource_declares_it(
 
     assert await dan_sees_certs(0) == (False, "deny")  # undeclared: hidden
     second = {**metricsource("certs"), "metadata": {"name": "certs-b", "namespace": "x"}}
-    system.write("inventory.yaml", cluster("prod-east"), cluster("dev-1"), metricsource(),
-                 metricsource("certs"), second)
-    await asyncio.sleep(0.3)
+    await system.apply("inventory.yaml", cluster("prod-east"), cluster("dev-1"), metricsource(),
+                       metricsource("certs"), second)
     assert await dan_sees_certs(await system.settle()) == (True, "allow")
     # Two MetricSources declare certs: deleting either one keeps the type.
-    system.write("inventory.yaml", cluster("prod-east"), cluster("dev-1"), metricsource(),
-                 second)
-    await asyncio.sleep(0.3)
+    await system.apply("inventory.yaml", cluster("prod-east"), cluster("dev-1"), metricsource(),
+                       second)
     assert await dan_sees_certs(await system.settle()) == (True, "allow")
-    system.write("inventory.yaml", cluster("prod-east"), cluster("dev-1"), metricsource())
-    await asyncio.sleep(0.3)
+    await system.apply("inventory.yaml", cluster("prod-east"), cluster("dev-1"), metricsource())
     assert await dan_sees_certs(await system.settle()) == (False, "deny")
 
 
 async def test_field_filter_on_a_non_filterable_field_invalidates_the_policy(
         system: System) -> None:
     assert (await filter_(system, "alice", "pvc", PVCS))["visible"] == 3
-    system.write("inventory.yaml", cluster("prod-east"), cluster("dev-1"),
-                 metricsource(filterable=["phase"]))
-    await asyncio.sleep(0.3)
+    await system.apply("inventory.yaml", cluster("prod-east"), cluster("dev-1"),
+                       metricsource(filterable=["phase"]))
     revision = await system.settle()
     reply = await filter_(system, "alice", "pvc", PVCS, min_revision=revision)
     assert reply["visible"] == 0  # the policy is withdrawn whole
@@ -220,8 +215,7 @@ async def test_field_filter_on_a_non_filterable_field_invalidates_the_policy(
         "principal": {"username": "alice"}, "action": "view",
         "resource": {"type": "cluster", "name": "prod-east"}, "explain": True})
     assert "filterableFields" in explained["trace"][0]["reason"]
-    system.write("inventory.yaml", cluster("prod-east"), cluster("dev-1"), metricsource())
-    await asyncio.sleep(0.3)
+    await system.apply("inventory.yaml", cluster("prod-east"), cluster("dev-1"), metricsource())
     revision = await system.settle()
     assert (await filter_(system, "alice", "pvc", PVCS, min_revision=revision))["visible"] == 3
 

@@ -13,9 +13,7 @@ import redis.asyncio as aioredis
 from clearance_runtime import invalidation, keys, servers
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
-from tests.unit.policies import policy
-
-pytestmark = pytest.mark.integration
+from tests.support.policies import policy
 
 
 @pytest.fixture

@@ -18,10 +18,9 @@ from clearance_runtime import probes, servers
 from tests import observability
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, group
-from tests.unit.accesspolicies import access_policy, rule
-from tests.unit.policies import policy
+from tests.support.accesspolicies import access_policy, rule
+from tests.support.policies import policy
 
-pytestmark = pytest.mark.integration
 SERVICES = ("watcher", "compiler", "cache-invalidator", "decision")
 MONITOR = {"Active": 1, "Inactive": 1, "Error": 1, "Expired": 1}
 ACCESS = {"Enforced": 1, "TargetNotFound": 1, "Invalid": 1}

@@ -25,10 +25,8 @@ from clearance_runtime.mirror import StateMirror
 from clearance_runtime.snapshot import Snapshot, SnapshotReader
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, group
-from tests.unit.accesspolicies import access_policy, block, rule
-from tests.unit.policies import policy
-
-pytestmark = pytest.mark.integration
+from tests.support.accesspolicies import access_policy, block, rule
+from tests.support.policies import policy
 
 USERS = ["alice", "bob", "a*b", "o'neil", "zoë", "with space", "x:y,z", "back\\slash",
          "system:serviceaccount:team:bot"]

@@ -35,10 +35,8 @@ from tests import secured
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, group, stop_task
 from tests.integration.test_gateway import APISERVER_REVIEW, Gateway
-from tests.integration.test_reviews import binding, cluster_role
-from tests.unit.policies import policy
-
-pytestmark = pytest.mark.integration
+from tests.support.policies import policy
+from tests.support.rbac import binding, cluster_role
 
 EVENTS = "clearance.events.managedcluster.abc"
 STATUS = "clearance.status.accesspolicy.ns.name"

@@ -9,7 +9,7 @@ from pathlib import Path
 from clearance_runtime import servers
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
-from tests.unit.policies import policy
+from tests.support.policies import policy
 
 
 async def test_redis_outage_is_unavailable_then_recovers(

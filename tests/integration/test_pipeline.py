@@ -10,10 +10,11 @@ from pathlib import Path
 import msgspec
 import pytest
 import redis.asyncio as aioredis
+from prometheus_client import REGISTRY
 
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, group
-from tests.unit.policies import policy
+from tests.support.policies import policy
 
 
 @pytest.fixture
@@ -95,13 +96,31 @@ async def test_deleting_the_file_deletes_the_policy(system: System) -> None:
 async def test_malformed_file_is_skipped_whole_and_keeps_previous_objects(
         system: System) -> None:
     before = await system.stream_last_seq()
+    skipped = _malformed_manifests()
     assert system.manifests is not None
     (system.manifests / "policies.yaml").write_text(
         "apiVersion: clusterpulse.io/v1alpha1\nkind: MonitorAccessPolicy\n"
         "metadata: {name: other, namespace: ns}\n---\n: : not yaml [\n")
-    await asyncio.sleep(0.5)
-    assert await system.stream_last_seq() == before  # nothing published, nothing deleted
-    assert (await system.check("alice", "prod-east"))["decision"] == "allow"
+    # The watcher has read the file (and skipped it) once the counter moves; then a later
+    # change is published, and it is the only event since: the malformed file published
+    # nothing ("other") and deleted nothing (team-prod).
+    for _ in range(500):
+        if _malformed_manifests() > skipped:
+            break
+        await asyncio.sleep(0.01)
+    else:
+        raise AssertionError("the watcher never read the malformed file")
+    system.write("inventory.yaml", cluster("prod-east", env="prod"),
+                 cluster("dev-1", env="dev"), cluster("later"), group("team", "alice"))
+    revision = await _next_revision(system)
+    assert revision == before + 1
+    reply = await system.check("alice", "prod-east", min_revision=revision)
+    assert (reply["decision"], reply["policy"]) == ("allow", "ns/team-prod")
+    assert (await system.status())["policies"] == 1
+
+
+def _malformed_manifests() -> float:
+    return REGISTRY.get_sample_value("clearance_malformed_total", {"where": "manifest"}) or 0.0
 
 
 async def test_invalid_policy_withdraws_the_previous_version(system: System) -> None:
@@ -170,9 +189,8 @@ async def test_status_reports_services_and_cache(system: System) -> None:
 
 async def test_compiler_restart_loses_no_event(system: System) -> None:
     await system.stop("compiler")
-    system.write("policies.yaml", policy("team-prod", groups=["team"], effect="Deny",
-                                         default="all"))
-    await asyncio.sleep(0.5)  # published while the compiler is down
+    await system.apply("policies.yaml", policy("team-prod", groups=["team"], effect="Deny",
+                                               default="all"))
     await system.start("compiler")
     await system.settle()
     assert (await system.check("alice", "prod-east"))["decision"] == "deny"
@@ -181,9 +199,8 @@ async def test_compiler_restart_loses_no_event(system: System) -> None:
 async def test_invalidator_restart_loses_no_invalidation(system: System) -> None:
     assert (await system.check("alice", "prod-east"))["decision"] == "allow"  # cached
     await system.stop("cache-invalidator")
-    system.write("policies.yaml", policy("team-prod", groups=["team"], effect="Deny",
-                                         default="all"))
-    await asyncio.sleep(0.5)
+    await system.apply("policies.yaml", policy("team-prod", groups=["team"], effect="Deny",
+                                               default="all"))
     await system.start("cache-invalidator")
     revision = await system.settle()
     reply = await system.check("alice", "prod-east", min_revision=revision)

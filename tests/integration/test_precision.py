@@ -17,12 +17,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import Servers
-from tests.integration.harness import System, cluster, group
-from tests.integration.test_cache_names import publish
-from tests.unit.accesspolicies import access_policy, rule
-from tests.unit.policies import policy
-
-pytestmark = pytest.mark.integration
+from tests.integration.harness import System, cluster, group, publish
+from tests.support.accesspolicies import access_policy, rule
+from tests.support.policies import policy
 
 ALICE = {"username": "alice", "groups": ["devs"]}
 CLUSTERS = ["c1", "c2", "c3"]

@@ -21,7 +21,7 @@ from clearance_runtime import keys, metrics
 from clearance_runtime.rbac_store import LOG_LENGTH, RbacFollower
 from clearance_runtime.state import StateStore
 from tests.conftest import Servers
-from tests.unit.test_rbac import cr, crb, rb, rule
+from tests.support.rbac import cr, crb, rb, rule
 
 GET_PODS = ResourceAttributes(verb="get", resource="pods", namespace="ns1")
 

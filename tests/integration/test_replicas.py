@@ -19,9 +19,8 @@ from clearance_runtime import keys
 from clearance_runtime.lease import BUCKET
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
-from tests.unit.policies import policy
+from tests.support.policies import policy
 
-pytestmark = pytest.mark.integration
 CLEARANCE = str(Path(sys.executable).parent / "clearance")
 
 

@@ -17,24 +17,9 @@ import pytest
 from clearance_runtime import metrics
 from tests.conftest import Servers
 from tests.integration.harness import System, group
+from tests.support.rbac import binding, cluster_role
 
 RBAC = "rbac.authorization.k8s.io/v1"
-
-
-def cluster_role(name: str, rules: list[dict[str, Any]], **labels: str) -> dict[str, Any]:
-    return {"apiVersion": RBAC, "kind": "ClusterRole",
-            "metadata": {"name": name, "labels": labels}, "rules": rules}
-
-
-def binding(kind: str, name: str, role: tuple[str, str], subjects: list[dict[str, str]],
-            namespace: str | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name}
-    if namespace:
-        meta["namespace"] = namespace
-    return {"apiVersion": RBAC, "kind": kind, "metadata": meta,
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role[0],
-                        "name": role[1]},
-            "subjects": subjects}
 
 
 POD_READER = cluster_role("pod-reader", [{"apiGroups": [""], "resources": ["pods", "pods/log"],
@@ -175,15 +160,13 @@ async def test_role_change_reaches_subjects_through_aggregation(system: System) 
                     {"matchLabels": {"aggregate-to-monitoring": "true"}}]}},
                binding("ClusterRoleBinding", "mon", ("ClusterRole", "monitoring"),
                        [{"kind": "User", "name": "mona"}])]
-    system.write("rbac.yaml", *objects)
-    await asyncio.sleep(0.3)
+    await system.apply("rbac.yaml", *objects)
     await system.settle()
     assert not (await allowed(system, "mona", verb="get", resource="pods",
                               namespace="x"))["allowed"]
     objects[0] = cluster_role("pod-reader", POD_READER["rules"],
                               **{"aggregate-to-monitoring": "true"})
-    system.write("rbac.yaml", *objects)
-    await asyncio.sleep(0.3)
+    await system.apply("rbac.yaml", *objects)
     revision = await system.settle()
     body = {**sar("mona", verb="get", resource="pods", namespace="x"), "min_revision": revision}
     assert (await system.request("clearance.v1.review.subject", body))["status"]["allowed"]
@@ -226,14 +209,13 @@ async def test_search_filter_and_plan_follow_acm_semantics(system: System) -> No
 
     views = cluster_role("views", [{"apiGroups": ["view.open-cluster-management.io"],
                                     "resources": ["managedclusterviews"], "verbs": ["create"]}])
-    system.write("rbac.yaml", *OBJECTS, views,
-                 binding("RoleBinding", "edge-views", ("ClusterRole", "views"),
-                         [{"kind": "User", "name": "alice"}], namespace="edge-1"),
-                 cluster("local-cluster", **{"local-cluster": "true"}), cluster("edge-1"),
-                 cluster("edge-2"),
-                 # No Namespace object for shop: its RoleBinding grants there all the same.
-                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}})
-    await asyncio.sleep(0.3)
+    await system.apply("rbac.yaml", *OBJECTS, views,
+                       binding("RoleBinding", "edge-views", ("ClusterRole", "views"),
+                               [{"kind": "User", "name": "alice"}], namespace="edge-1"),
+                       cluster("local-cluster", **{"local-cluster": "true"}), cluster("edge-1"),
+                       cluster("edge-2"),
+                       # No Namespace object for shop: its RoleBinding grants there all the same.
+                       {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}})
     revision = await system.settle()
     items = [
         {"cluster": "local-cluster", "resource": "pods", "kind": "Pod", "namespace": "shop",
@@ -276,14 +258,13 @@ async def test_a_group_listing_the_email_counts_in_searches_as_in_checks(
     """One definition of effective groups: a Group that lists a principal's email (not its
     username) grants in search.filter and search.plan exactly as in a check."""
     from tests.integration.harness import cluster  # noqa: PLC0415
-    from tests.unit.policies import policy  # noqa: PLC0415
+    from tests.support.policies import policy  # noqa: PLC0415
 
-    system.write("rbac.yaml", *OBJECTS, group("mailers", "ann@example.com"),
-                 binding("RoleBinding", "mail-readers", ("ClusterRole", "pod-reader"),
-                         [{"kind": "Group", "name": "mailers"}], namespace="mail"),
-                 cluster("local-cluster", **{"local-cluster": "true"}),
-                 policy("mailers", groups=["mailers"], default="all"))
-    await asyncio.sleep(0.3)
+    await system.apply("rbac.yaml", *OBJECTS, group("mailers", "ann@example.com"),
+                       binding("RoleBinding", "mail-readers", ("ClusterRole", "pod-reader"),
+                               [{"kind": "Group", "name": "mailers"}], namespace="mail"),
+                       cluster("local-cluster", **{"local-cluster": "true"}),
+                       policy("mailers", groups=["mailers"], default="all"))
     revision = await system.settle()
     ann = {"username": "ann", "email": "ann@example.com"}
     pod = {"cluster": "local-cluster", "resource": "pods", "namespace": "mail", "name": "web"}

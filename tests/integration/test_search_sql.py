@@ -27,7 +27,6 @@ pgserver = pytest.importorskip("pgserver", reason="needs the pgserver wheel (dev
 psycopg = pytest.importorskip("psycopg", reason="needs psycopg (dev extra)")
 Jsonb = pytest.importorskip("psycopg.types.json").Jsonb
 
-pytestmark = pytest.mark.integration
 
 WORLDS = 250
 

@@ -23,8 +23,6 @@ import yaml
 from tests.conftest import Servers
 from tests.integration.harness import System
 
-pytestmark = pytest.mark.integration
-
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = yaml.safe_load((ROOT / "docs/walkthrough/guardrails-without-payments.yaml")
                         .read_text())

@@ -21,9 +21,7 @@ from clearance_runtime.changes import ChangeRecord
 from clearance_runtime.state import StateStore
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
-from tests.unit.policies import policy
-
-pytestmark = pytest.mark.integration
+from tests.support.policies import policy
 
 
 @pytest.fixture

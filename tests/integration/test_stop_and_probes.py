@@ -19,7 +19,6 @@ import pytest
 from clearance_runtime import servers
 from tests.conftest import Servers
 
-pytestmark = pytest.mark.integration
 CLEARANCE = str(Path(sys.executable).parent / "clearance")
 
 

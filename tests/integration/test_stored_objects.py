@@ -20,9 +20,7 @@ from clearance_core.registry import REGISTRY
 from clearance_runtime import keys
 from clearance_runtime.state import StateStore
 from tests.conftest import Servers
-from tests.unit.policies import policy
-
-pytestmark = pytest.mark.integration
+from tests.support.policies import policy
 
 
 @pytest.fixture

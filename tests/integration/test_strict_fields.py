@@ -14,8 +14,8 @@ import pytest
 
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, group
-from tests.unit.accesspolicies import access_policy, rule
-from tests.unit.policies import policy
+from tests.support.accesspolicies import access_policy, rule
+from tests.support.policies import policy
 
 
 def deny_production(*, typo: bool) -> dict[str, Any]:

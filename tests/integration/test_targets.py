@@ -19,10 +19,8 @@ import pytest
 from clearance_core.filters import Item, RuleView, compile_filter
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
-from tests.unit.accesspolicies import access_policy, rule
-from tests.unit.policies import policy
-
-pytestmark = pytest.mark.integration
+from tests.support.accesspolicies import access_policy, rule
+from tests.support.policies import policy
 
 
 def metricsource(type_name: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from clearance_core.wire import Principal
 from clearance_runtime.tokens import REVIEW_PATH, TokenReviews
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, group
-from tests.unit.policies import policy
+from tests.support.policies import policy
 
 # A plain HTTP server: the emulator would keep each TokenReview as an object (they have
 # no name, so the second would conflict); a real API server keeps none.

@@ -6,20 +6,15 @@ names the principal (even one selecting another cluster: a narrowed invalidation
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
-import nats.js.errors
 import pytest
 
 from tests.conftest import Servers
-from tests.integration.harness import System, cluster
-from tests.unit.policies import policy
-
-pytestmark = pytest.mark.integration
+from tests.integration.harness import System, cluster, publish
+from tests.support.policies import policy
 
 EAST = "prod-us-east"
 NOT_EAST = 'cluster "prod-us-eas" is not in the inventory (did you mean "prod-us-east"?)'
@@ -36,22 +31,6 @@ def metricsource(type_name: str) -> dict[str, Any]:
     return {"apiVersion": "clusterpulse.io/v1alpha1", "kind": "MetricSource",
             "metadata": {"name": f"{type_name}-source", "namespace": "monitoring"},
             "spec": {"rbac": {"resourceTypeName": type_name}}}
-
-
-async def publish(system: System, kind: str, obj: dict[str, Any]) -> int:
-    """Append one MODIFIED event; its revision."""
-    assert system.nc is not None
-    meta = obj["metadata"]
-    token = hashlib.blake2b(f"{meta.get('namespace')}/{meta['name']}".encode(),
-                            digest_size=8).hexdigest()
-    body = msgspec.json.encode({"type": "MODIFIED", "object": obj})
-    for _ in range(100):  # the compiler creates the stream as it starts
-        try:
-            ack = await system.nc.jetstream().publish(f"clearance.events.{kind}.{token}", body)
-            return int(ack.seq)
-        except nats.js.errors.NoStreamResponseError:
-            await asyncio.sleep(0.05)
-    raise TimeoutError("no events stream")
 
 
 @pytest.fixture(params=[True, False], ids=["mirror", "lua-snapshot"])
@@ -137,12 +116,8 @@ async def test_a_type_whose_metricsource_goes_is_warned_of_from_then_on(
     revision = await publish(system, "metricsource", metricsource("widgets"))
     asked = {"type": "widgets", "cluster": EAST}
     assert "warnings" not in await twice(system, "alice", asked, revision)
-    assert system.nc is not None
-    token = hashlib.blake2b(b"monitoring/widgets-source", digest_size=8).hexdigest()
-    ack = await system.nc.jetstream().publish(
-        f"clearance.events.metricsource.{token}", msgspec.json.encode(
-            {"type": "DELETED", "object": metricsource("widgets")}))
-    after = await check(system, "alice", asked, int(ack.seq))
+    gone = await publish(system, "metricsource", metricsource("widgets"), deleted=True)
+    after = await check(system, "alice", asked, gone)
     assert after["cached"] is False
     assert after["warnings"] == [
         'type "widgets" is neither a built-in type nor declared by a MetricSource: its '

@@ -11,7 +11,7 @@ from kmock import KubernetesEmulator, ResourceInfo
 
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, write_kubeconfig
-from tests.unit.policies import policy
+from tests.support.policies import policy
 
 MAP = "clusterpulse.io/v1alpha1/monitoraccesspolicies"
 

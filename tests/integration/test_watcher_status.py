@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,8 @@ from kmock import KubernetesEmulator, ResourceInfo
 from clearance_watcher import statuses
 from tests.conftest import Servers
 from tests.integration.harness import System, write_kubeconfig
-from tests.unit.policies import policy
+from tests.support.policies import policy
+from tests.support.waiting import until
 
 MAP = "clusterpulse.io/v1alpha1/monitoraccesspolicies"
 AP = "clearance.io/v1alpha1/accesspolicies"
@@ -63,14 +64,6 @@ RULES = {"sre": {"subjects": {"groups": ["sre"]}, "permissions": {"view": True}}
 def status_patches(kmock: KubernetesEmulator, path: str) -> list[dict[str, Any]]:
     return [req.data for req in kmock if req.method == "PATCH"
             and req.url.path == f"{path}/status"]
-
-
-async def until(condition: Callable[[], object], timeout: float = 20.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
 
 
 def without_times(status: dict[str, Any]) -> dict[str, Any]:

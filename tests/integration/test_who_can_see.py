@@ -24,10 +24,8 @@ from clearance_decision import audience
 from clearance_runtime.reads import Reads, StateView
 from tests.conftest import Servers
 from tests.integration.harness import System, group
-from tests.unit.accesspolicies import access_policy, rule
-from tests.unit.policies import policy
-
-pytestmark = pytest.mark.integration
+from tests.support.accesspolicies import access_policy, rule
+from tests.support.policies import policy
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBJECT = "clearance.v1.who-can-see"

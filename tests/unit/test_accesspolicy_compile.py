@@ -15,7 +15,7 @@ from clearance_core.accesspolicy import compile_access_policy
 from clearance_core.conditions import evaluate
 from clearance_core.errors import InvalidObject
 from clearance_core.hierarchy import Target
-from tests.unit.accesspolicies import access_policy, block, rule
+from tests.support.accesspolicies import access_policy, block, rule
 
 SRE = rule(groups=["sre"])
 

@@ -1,5 +1,5 @@
 """The agreement property: every subject answers as ``check`` does on each item where it
-lives, over random fleets with both policy kinds (``tests/unit/fleets.py``).
+lives, over random fleets with both policy kinds (``tests/support/fleets.py``).
 
 For one principal of a random fleet, on each cluster (and one the inventory does not
 know), over a universe of items in every namespace a policy names, one none names, and
@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 
 from clearance_core import answers, spread
 from clearance_core.placed import Placed
-from tests.unit.fleets import Fleet, disagreements, fleets, principals
+from tests.support.fleets import Fleet, disagreements, fleets, principals
 
 EXAMPLES = int(os.environ.get("CLEARANCE_AGREEMENT_EXAMPLES", "800"))
 cases = st.tuples(fleets(), st.lists(principals, min_size=1, max_size=2))

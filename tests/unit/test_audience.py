@@ -30,8 +30,8 @@ from clearance_core.merge import EffectiveRule
 from clearance_core.policy import CompiledPolicy, compile_policy
 from clearance_core.principal import identity_of
 from clearance_core.wire import Principal, Resource
-from tests.unit.accesspolicies import access_policy, fleet_index, rule
-from tests.unit.policies import policy
+from tests.support.accesspolicies import access_policy, fleet_index, rule
+from tests.support.policies import policy
 
 
 def test_the_question_is_the_check_a_subject_would_ask() -> None:

@@ -23,7 +23,7 @@ from clearance_core.inherit_index import (
 )
 from clearance_core.inherit_status import ExcludedAt, status_of
 from clearance_core.model import Model
-from tests.unit.accesspolicies import (
+from tests.support.accesspolicies import (
     CLUSTERSET_LABEL,
     access_policy,
     block,

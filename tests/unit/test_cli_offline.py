@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from clearance_watcher.manifests import parse_file
-from tests.unit.accesspolicies import access_policy, rule
-from tests.unit.policies import policy
+from tests.support.accesspolicies import access_policy, rule
+from tests.support.policies import policy
 
 ROOT = Path(__file__).resolve().parents[2]
 CLEARANCE = str(Path(sys.executable).parent / "clearance")

@@ -16,7 +16,7 @@ from clearance_core.hierarchy import FLEET, Target
 from clearance_core.inherit_index import InheritanceIndex, PolicyApplied
 from clearance_core.inherit_status import status_of
 from clearance_core.merge import effective_policy
-from tests.unit.accesspolicies import ANYONE, access_policy, block, rule
+from tests.support.accesspolicies import ANYONE, access_policy, block, rule
 from tests.unit.test_inherit_properties import CLUSTERS, labels
 
 EMPTY = {"rules": {}, "unset": []}

@@ -8,7 +8,7 @@ from clearance_core.decide import decide
 from clearance_core.policy import compile_policy
 from clearance_core.principal import Identity
 from clearance_core.wire import Resource
-from tests.unit.policies import policy
+from tests.support.policies import policy
 
 ALICE = Identity(username="alice", email=None, groups=frozenset())
 RULE_RESOURCES = [

@@ -13,7 +13,7 @@ from clearance_core.evaluate import candidates, evaluate_cluster
 from clearance_core.policy import CompiledPolicy, compile_policy, invalid_policy
 from clearance_core.principal import Identity, identity_of
 from clearance_core.wire import Principal
-from tests.unit.policies import policy
+from tests.support.policies import policy
 
 NOW = 1_800_000_000.0  # 2027-01-15
 PAST, FUTURE = "2020-01-01T00:00:00Z", "2030-01-01T00:00:00Z"

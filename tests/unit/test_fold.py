@@ -17,7 +17,7 @@ from clearance_core.fold import (
 )
 from clearance_core.metricsource import compile_source
 from clearance_core.policy import compile_policy
-from tests.unit.policies import policy
+from tests.support.policies import policy
 
 
 def source(type_name: str, fields: list[str]) -> Any:

@@ -18,7 +18,7 @@ from clearance_core.merge import EffectivePolicy
 from clearance_core.model import Model
 from clearance_core.registry import REGISTRY
 from clearance_core.wire import StatusCondition
-from tests.unit.accesspolicies import ANYONE, CLUSTERSET_LABEL, access_policy, block, rule
+from tests.support.accesspolicies import ANYONE, CLUSTERSET_LABEL, access_policy, block, rule
 
 
 def open_model() -> Model:

@@ -21,7 +21,7 @@ from clearance_core.folds import FoldEvent, reach_members
 from clearance_core.kinds import ObjectRef
 from clearance_core.model import Model
 from clearance_core.registry import REGISTRY
-from tests.unit.policies import policy
+from tests.support.policies import policy
 
 USERS = ("u1", "u2", "u3")
 GROUPS = ("g1", "g2")

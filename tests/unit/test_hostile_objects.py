@@ -20,7 +20,7 @@ from clearance_core.metricsource import compile_source, winner
 from clearance_core.policy import compile_policy, invalid_policy
 from clearance_core.rbac import parse_binding, parse_role
 from clearance_core.wildcard import NameSet, to_regex
-from tests.unit.policies import policy
+from tests.support.policies import policy
 
 _msgpack = msgspec.msgpack.Encoder()
 

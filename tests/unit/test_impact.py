@@ -6,7 +6,7 @@ both production clusters; a MonitorAccessPolicy that decides a cluster makes an 
 Allow there "no change"; an inherited Deny beats it; the rows are cut, and counted, at the
 limit and at the budget.
 
-The property, over random fleets of both policy kinds (``tests/unit/fleets.py``) and a
+The property, over random fleets of both policy kinds (``tests/support/fleets.py``) and a
 random change: every row's before and after are what ``check`` answers on the decision
 service's own snapshot of the index before and of one built from scratch after — and a
 principal that no row's subject matches gets the same answer before and after on every
@@ -36,8 +36,8 @@ from clearance_core.principal import Identity
 from clearance_core.resources import target_namespace
 from clearance_core.simulate import dry_run
 from clearance_core.wire import AccessAnswer, AccessChange, Principal, Resource
-from tests.unit.accesspolicies import ANYONE, compiled
-from tests.unit.fleets import (
+from tests.support.accesspolicies import ANYONE, compiled
+from tests.support.fleets import (
     CLUSTERS,
     DECLARED,
     ELSEWHERE,

@@ -20,7 +20,7 @@ from clearance_core.hierarchy import Target
 from clearance_core.inherit_index import InheritanceIndex
 from clearance_core.inherit_status import status_of
 from clearance_core.merge import EffectivePolicy, Fate, effective_policy
-from tests.unit.accesspolicies import ANYONE, access_policy
+from tests.support.accesspolicies import ANYONE, access_policy
 from tests.unit.test_inherit_properties import (
     CLUSTERS,
     RULE_NAMES,

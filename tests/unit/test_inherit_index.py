@@ -21,7 +21,7 @@ from clearance_core.inherit_index import (
 )
 from clearance_core.merge import EffectivePolicy
 from clearance_core.simulate import simulate
-from tests.unit.accesspolicies import (
+from tests.support.accesspolicies import (
     CLUSTERSET_LABEL,
     access_policy,
     block,

@@ -14,7 +14,7 @@ import pytest
 from clearance_core import hierarchy
 from clearance_core.hierarchy import FLEET
 from clearance_core.merge import subjects_changed
-from tests.unit.accesspolicies import access_policy, block, fleet_index, rule, sources
+from tests.support.accesspolicies import access_policy, block, fleet_index, rule, sources
 
 APP = hierarchy.namespace("c1", "app")
 HI, LO = "platform/higher", "app/lower"

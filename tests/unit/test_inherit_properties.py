@@ -23,7 +23,7 @@ from clearance_core.inherit_index import (
 from clearance_core.inherit_status import status_of
 from clearance_core.merge import effective_policy
 from clearance_core.simulate import simulate
-from tests.unit.accesspolicies import ANYONE, CLUSTERSET_LABEL, access_policy, rule
+from tests.support.accesspolicies import ANYONE, CLUSTERSET_LABEL, access_policy, rule
 
 CLUSTERS = ("c1", "c2", "c3")
 SETS = ("s1", "s2")

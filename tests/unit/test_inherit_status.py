@@ -9,7 +9,7 @@ import pytest
 from clearance_core.inherit_index import ClusterChanged, PolicyApplied
 from clearance_core.inherit_status import invalid_conditions, status_of
 from clearance_core.wire import StatusCondition
-from tests.unit.accesspolicies import access_policy, block, compiled, fleet_index, rule
+from tests.support.accesspolicies import access_policy, block, compiled, fleet_index, rule
 
 SRE = rule(groups=["sre"])
 DEV = rule(groups=["dev"])

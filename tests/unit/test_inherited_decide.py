@@ -14,8 +14,8 @@ from clearance_core.merge import EffectiveRule
 from clearance_core.policy import compile_policy
 from clearance_core.principal import Identity
 from clearance_core.wire import Resource
-from tests.unit.accesspolicies import access_policy, fleet_index, rule
-from tests.unit.policies import policy
+from tests.support.accesspolicies import access_policy, fleet_index, rule
+from tests.support.policies import policy
 
 ALICE = Identity(username="alice", email="alice@example.com", groups=frozenset({"dev"}))
 APP_ONLY = [{"type": "namespaces", "visibility": "filtered",

@@ -14,7 +14,7 @@ from clearance_core.fold import Affected
 from clearance_core.folds.inventory import labels_change
 from clearance_core.model import Model
 from clearance_core.policy import compile_policy
-from tests.unit.policies import policy
+from tests.support.policies import policy
 
 KEYS = ("env", "tier", "region")
 VALUES = ("prod", "dev", "1")

@@ -19,7 +19,7 @@ from clearance_core.evaluate import Outcome, evaluate_cluster, match_cluster
 from clearance_core.narrowing import Narrow, matches, membership_change, policy_change
 from clearance_core.policy import CompiledPolicy, compile_policy
 from clearance_core.principal import Identity
-from tests.unit.policies import policy
+from tests.support.policies import policy
 
 NOW = 1_800_000_000.0
 SOON, LATER = "2027-01-15T08:00:00Z", "2027-02-01T00:00:00Z"  # 1.8e9 is 2027-01-15T08:00

@@ -20,7 +20,7 @@ from clearance_core.policy import CompiledPolicy
 from clearance_core.wire import StatusCondition
 from clearance_runtime import metrics, retries
 from tests import observability
-from tests.unit.policies import policy
+from tests.support.policies import policy
 
 DEPLOY = observability.ROOT / "deploy"
 SEVERITIES = {"warning", "critical"}

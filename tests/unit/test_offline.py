@@ -17,7 +17,7 @@ from clearance_core.folds import FoldEvent, FoldResult
 from clearance_core.model import Model, Writes
 from clearance_core.offline import Offline
 from clearance_core.wire import Principal, Resource
-from tests.unit.policies import policy
+from tests.support.policies import policy
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = [doc for path in sorted((ROOT / "examples").glob("*.yaml"))

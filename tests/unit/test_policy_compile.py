@@ -7,7 +7,7 @@ import pytest
 from clearance_core.errors import InvalidObject
 from clearance_core.policy import compile_policy, invalid_policy
 from clearance_core.wildcard import NameSet
-from tests.unit.policies import policy
+from tests.support.policies import policy
 
 
 def test_subjects_are_flattened_with_service_account_usernames() -> None:

@@ -30,67 +30,7 @@ from clearance_core.rbac import (
     parse_role,
 )
 from clearance_core.rbac_index import RbacIndex
-
-V1 = "rbac.authorization.k8s.io/v1"
-
-# Builders: compact strings like the Go tests' newRule("get,list", "", "pods", "").
-
-
-def rule(verbs: str = "*", groups: str = "", resources: str = "", names: str = "",
-         urls: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {"verbs": verbs.split(",")}
-    if resources:
-        out["apiGroups"] = groups.split(",")
-        out["resources"] = resources.split(",")
-    if names:
-        out["resourceNames"] = names.split(",")
-    if urls:
-        out["nonResourceURLs"] = urls.split(",")
-    return out
-
-
-def cr(name: str, *rules: dict[str, Any], labels: dict[str, str] | None = None,
-       aggregate: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    obj: dict[str, Any] = {"apiVersion": V1, "kind": "ClusterRole",
-                           "metadata": {"name": name, "labels": labels or {}},
-                           "rules": list(rules)}
-    if aggregate is not None:
-        obj["aggregationRule"] = {"clusterRoleSelectors": aggregate}
-    return obj
-
-
-def role(ns: str, name: str, *rules: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": V1, "kind": "Role", "metadata": {"name": name, "namespace": ns},
-            "rules": list(rules)}
-
-
-def subjects(specs: tuple[str, ...]) -> list[dict[str, str]]:
-    """``User:alice``, ``Group:g``, ``ServiceAccount:name`` or ``ServiceAccount:ns/name``."""
-    out = []
-    for spec in specs:
-        kind, name = spec.split(":", 1)
-        subject = {"kind": kind, "name": name}
-        if kind == "ServiceAccount" and "/" in name:
-            subject["namespace"], subject["name"] = name.split("/")
-        out.append(subject)
-    return out
-
-
-def crb(name: str, role_name: str, *specs: str) -> dict[str, Any]:
-    return {"apiVersion": V1, "kind": "ClusterRoleBinding", "metadata": {"name": name},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                        "name": role_name},
-            "subjects": subjects(specs)}
-
-
-def rb(ns: str, name: str, ref: str, *specs: str) -> dict[str, Any]:
-    """``ref`` is ``Role:name`` or ``ClusterRole:name``."""
-    kind, role_name = ref.split(":")
-    return {"apiVersion": V1, "kind": "RoleBinding",
-            "metadata": {"name": name, "namespace": ns},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind,
-                        "name": role_name},
-            "subjects": subjects(specs)}
+from tests.support.rbac import cr, crb, rb, role, rule
 
 
 def index(*objects: dict[str, Any]) -> RbacIndex:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from clearance_core.fold import Affected
 from clearance_core.rbac import Role, RoleKey, binding_subjects, parse_binding, parse_role
 from clearance_core.rbac_changes import RbacModel
-from tests.unit.test_rbac import cr, crb
+from tests.support.rbac import cr, crb
 
 NAMES = ("a", "b", "c", "d")
 LABELS = st.dictionaries(st.sampled_from(("x", "y")), st.sampled_from(("1", "2")), max_size=2)

@@ -18,20 +18,16 @@ from clearance_core.rbac import (
     parse_role,
 )
 from clearance_core.rbac_index import RbacIndex
+from tests.support.rbac import cr, crb, rb, role, rule
 from tests.unit.test_rbac import (
     LABELS,
     NAMESPACES,
     PEOPLE,
     SUBJECTS,
     attrs_st,
-    cr,
-    crb,
     index,
-    rb,
     requests_in,
     res,
-    role,
-    rule,
     rules_st,
     selector_st,
 )

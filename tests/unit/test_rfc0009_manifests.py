@@ -17,7 +17,7 @@ from clearance_core import hierarchy
 from clearance_core.accesspolicy import compile_access_policy
 from clearance_core.inherit_index import InheritanceIndex
 from clearance_core.inherit_status import status_of
-from tests.unit.accesspolicies import sources
+from tests.support.accesspolicies import sources
 from tests.unit.test_inherit_merge import HI, LO, RFC_EXAMPLES
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "rfc0009"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from clearance_core import status
 from clearance_core.fold import fold_policy
-from tests.unit.policies import policy
+from tests.support.policies import policy
 
 
 def test_a_valid_policy_in_force_is_active_and_compiled() -> None:

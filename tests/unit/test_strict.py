@@ -25,8 +25,8 @@ from clearance_core.kinds import kind_of
 from clearance_core.metricsource import compile_source
 from clearance_core.policy import compile_policy
 from clearance_core.rbac import parse_binding, parse_role
-from tests.unit.accesspolicies import access_policy, block, rule
-from tests.unit.policies import policy
+from tests.support.accesspolicies import access_policy, block, rule
+from tests.support.policies import policy
 
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = ROOT / "deploy" / "crds"

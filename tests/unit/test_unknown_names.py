@@ -18,7 +18,7 @@ from clearance_core.evaluate import candidates
 from clearance_core.principal import Identity
 from clearance_core.wire import Resource
 from clearance_runtime.snapshot import Snapshot
-from tests.unit.fleets import CLUSTERS, GROUPS, NOW, UNKNOWN, USERS, Fleet, fleets
+from tests.support.fleets import CLUSTERS, GROUPS, NOW, UNKNOWN, USERS, Fleet, fleets
 
 INVENTORY = sorted(["prod-us-east", "prod-us-west", "prod-eu-central", "dev-1", "dev-2"])
 

@@ -27,8 +27,8 @@ from clearance_core.policy import CompiledPolicy, compile_policy
 from clearance_core.principal import Identity, effective_groups
 from clearance_core.wire import NamespaceMetrics, NodeMetrics, Resource
 from clearance_runtime.snapshot import Snapshot
-from tests.unit.accesspolicies import ANYONE, CLUSTERSET_LABEL, access_policy, compiled, rule
-from tests.unit.policies import policy
+from tests.support.accesspolicies import ANYONE, CLUSTERSET_LABEL, access_policy, compiled, rule
+from tests.support.policies import policy
 
 CLUSTERS = ("c1", "c2")
 #: Asked about too: a cluster the inventory does not know (only the Fleet's rules).

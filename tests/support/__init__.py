@@ -1,0 +1,3 @@
+"""What tests share: object builders (``policies``, ``accesspolicies``, ``fleets``) and
+waiting on conditions (``waiting``). Tests import from here, never from one another's
+modules."""
