@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from clearance_core.errors import InvalidObject
+
 # Field numbers of cel/expr/syntax.proto and checked.proto (stable: part of the CEL spec).
 _ANY_VALUE = 2
 _CHECKED_REFERENCES, _CHECKED_TYPES, _CHECKED_EXPR = 2, 3, 4
@@ -25,7 +27,7 @@ _SCALAR_PRIMITIVES = {1, 2, 3, 4}  # bool, int64, uint64, double (not string, by
 _SCALAR_WELL_KNOWN = {2, 3}  # timestamp, duration
 
 
-class Malformed(ValueError):
+class Malformed(InvalidObject, ValueError):
     """The serialized expression is not what this reader expects."""
 
 

@@ -27,15 +27,11 @@ import msgspec
 import redis.asyncio as aioredis
 import redis.exceptions
 
+from clearance_core.errors import LostSync
 from clearance_runtime import keys
 from clearance_runtime.changes import Transaction
 
 _pack = msgspec.msgpack.Encoder().encode
-
-
-class LostSync(Exception):
-    """Redis no longer holds the state this writer built (flushed, restored, or written
-    by another compiler): restart from the checkpoint."""
 
 
 _LOST_SYNC = "CLEARANCE_LOST_SYNC"

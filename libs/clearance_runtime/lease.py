@@ -32,14 +32,11 @@ import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
+from clearance_core.errors import LeaseLost
 from clearance_runtime import health, logs, probes, retries
 
 log = logs.get(__name__)
 BUCKET = "CLEARANCE_LEASES"
-
-
-class LeaseLost(Exception):
-    """Another copy holds the lease now (or it could not be renewed in time)."""
 
 
 class Lease:

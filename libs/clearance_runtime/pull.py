@@ -31,6 +31,7 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 
+from clearance_core.errors import ClearanceError
 from clearance_runtime import bus
 
 #: The status a JetStream server puts in the header of a message that is not a stream
@@ -55,7 +56,7 @@ class Pulled(NamedTuple):
     at: bus.Position
 
 
-class PullFailed(nats.errors.Error):
+class PullFailed(nats.errors.Error, ClearanceError):
     """The consumer can no longer be read (deleted, or JetStream unavailable): a bus
     outage (``outages.is_transient``), after which the caller starts over."""
 

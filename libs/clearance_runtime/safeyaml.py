@@ -26,6 +26,8 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, SequenceNode
 
+from clearance_core.errors import ClearanceError
+
 #: Aliases one document may use; hand-written manifests rarely use any.
 MAX_ALIASES = 100
 #: Values aliases may add to one document.
@@ -33,7 +35,7 @@ MAX_EXPANSION = 10_000
 
 
 
-class Refused(yaml.YAMLError):
+class Refused(yaml.YAMLError, ClearanceError):
     """The text may be valid YAML, but loading it would cost too much."""
 
 

@@ -167,7 +167,7 @@ class StateStore:
 
         Fenced on the checkpoint: when ``clr:rev`` is no longer where this writer left it
         — Redis was flushed or restored mid-burst, or another compiler wrote meanwhile —
-        nothing is written and :class:`~clearance_runtime.commits.LostSync` is raised, so
+        nothing is written and :class:`~clearance_core.errors.LostSync` is raised, so
         the writer restarts from the checkpoint instead of folding onto state it did not
         build."""
         await self._committer.commit(batch)

@@ -11,8 +11,8 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 
+from clearance_core.errors import LostSync
 from clearance_runtime import keys
-from clearance_runtime.commits import LostSync
 from clearance_runtime.state import StateStore
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster

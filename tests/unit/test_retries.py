@@ -10,8 +10,8 @@ import pytest
 import redis.exceptions
 import structlog.testing
 
+from clearance_core.errors import LostSync
 from clearance_runtime import retries
-from clearance_runtime.commits import LostSync
 
 QUICK = retries.Backoff(first=0.01, most=0.04)
 

@@ -9,13 +9,15 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from clearance_core.errors import ClearanceError
+
 #: Exit statuses, as kubectl's: a question answered "no" is 1, never an error.
 OK, NO, USAGE, UNAVAILABLE = 0, 1, 2, 3
 
 OUTPUTS = ("table", "json", "yaml")
 
 
-class CliError(Exception):
+class CliError(ClearanceError):
     """A failure the user can act on: printed as one line on stderr, never a traceback."""
 
     def __init__(self, message: str, code: int = USAGE) -> None:

@@ -16,6 +16,7 @@ import redis.asyncio as aioredis
 import structlog
 from nats.aio.client import Client
 
+from clearance_core.errors import ClearanceError
 from clearance_runtime import bus, logs, metrics, packing, probes, retries
 from clearance_runtime.lease import Lease
 from clearance_runtime.settings import Settings
@@ -76,7 +77,7 @@ async def _supervised(name: str, settings: Settings) -> bool:
 REDIS_CONNECTIONS = 1024
 
 
-class ConnectionClosed(Exception):
+class ConnectionClosed(ClearanceError):
     """The NATS connection closed for good (not a disconnect it recovers from)."""
 
 

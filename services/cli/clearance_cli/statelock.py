@@ -21,10 +21,12 @@ import os
 from pathlib import Path
 from typing import IO
 
+from clearance_core.errors import ClearanceError
+
 LOCK = "up.lock"
 
 
-class StateInUse(Exception):
+class StateInUse(ClearanceError):
     """Another live ``clearance up`` holds the state directory."""
 
 

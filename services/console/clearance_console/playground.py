@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from clearance_console.bus import Bus
+from clearance_core.errors import BadRequest
 from clearance_core.filters import BUILTIN_TYPES
 from clearance_core.wire import (
     SUBJECT_BATCH,
@@ -46,7 +47,7 @@ PARALLEL_CHECKS = 32
 WHO_CAN_SEE_WAIT = 30.0
 
 
-class PlaygroundError(ValueError):
+class PlaygroundError(BadRequest):
     """A question the console cannot send as asked (the page shows the message)."""
 
 

@@ -42,7 +42,7 @@ import kubernetes_asyncio.client
 import msgspec
 from kubernetes_asyncio.client import ApiException
 
-from clearance_core.errors import ClearanceError
+from clearance_core.errors import GoneError
 from clearance_core.registry import WATCHED
 from clearance_core.wire import EventType
 from clearance_runtime import health, kubeclient, logs, retries
@@ -67,10 +67,6 @@ class Observer(Protocol):
 
     def seen(self, event_type: EventType, obj: dict[str, Any]) -> None:
         """One watch event."""
-
-
-class GoneError(ClearanceError):
-    """The watched resourceVersion left the server's history: only a LIST can resume."""
 
 
 @dataclass

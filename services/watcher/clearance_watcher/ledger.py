@@ -47,7 +47,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from clearance_core import rejections
-from clearance_core.errors import InvalidObject
+from clearance_core.errors import ClearanceError, InvalidObject
 from clearance_core.kinds import ObjectRef, content_hash, event_subject, over_limits, ref_of
 from clearance_core.registry import STATUS_WRITTEN
 from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS, Event, EventType
@@ -68,7 +68,7 @@ _PRINTABLE = re.compile(r"[\x21-\x7e]+")  # a header value: printable ASCII, no 
 DEFAULT_MAX_PAYLOAD = 1 << 20
 
 
-class Rejected(Exception):
+class Rejected(ClearanceError):
     """An object that can never be published: why, and the counter's reason label."""
 
     def __init__(self, message: str, reason: str) -> None:

@@ -47,7 +47,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from clearance_core import status_patch
-from clearance_core.errors import InvalidObject
+from clearance_core.errors import ClearanceError, InvalidObject
 from clearance_core.kinds import ObjectRef, ref_of, status_subject
 from clearance_core.registry import REGISTRY, STATUS_WRITTEN
 from clearance_core.wire import (
@@ -67,7 +67,7 @@ _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.decode
 
 
-class _Retry(Exception):
+class _Retry(ClearanceError):
     """A reply worth asking again for (the decision service is behind or unavailable)."""
 
 
