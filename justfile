@@ -30,7 +30,7 @@ fuzz *args:
 
 # The fault suite on real processes (kill -9, server restarts, SIGSTOP, a flushed store,
 # a misbehaving producer): every reply checked against a reference; prints the table.
-# `--ci` runs the subset `test` runs; `--readme` writes the table into README.md.
+# `--ci` runs the subset `test` runs; `--docs` writes the table into docs/robustness.md.
 chaos *args:
     {{venv}}/python -m tests.chaos "$@"
 
@@ -57,6 +57,6 @@ schemas:
     {{venv}}/clearance schemas
 
 # The ops console's views photographed into docs/console/ (the browser test, run with
-# CLEARANCE_CONSOLE_SCREENSHOTS set; README "Ops console" shows them).
+# CLEARANCE_CONSOLE_SCREENSHOTS set; docs/guide/console.md shows them).
 screenshots:
     CLEARANCE_CONSOLE_SCREENSHOTS={{justfile_directory()}}/docs/console {{venv}}/python -m pytest -q -p no:cacheprovider tests/integration/test_console_browser.py

@@ -1,4 +1,4 @@
-"""A fleet of inherited AccessPolicies for the benchmarks (README: Inherited).
+"""A fleet of inherited AccessPolicies for the benchmarks (docs/guide/inherited.md).
 
 ``clusters`` ManagedClusters ``c0…``, spread over ManagedClusterSets (one in ten clusters
 carries no set label), each with ``namespaces`` namespaces ``ns0…``, and AccessPolicies

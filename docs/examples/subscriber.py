@@ -2,8 +2,8 @@
 
 It listens to ``clearance.decisions.changed`` (whose answers may have changed: drop your
 own per-user caches, refresh open dashboards) and to ``clearance.status.>`` (a policy's
-status: alert on an invalid or overridden policy). Bodies are decoded into the contract's
-msgspec Structs, so a message off the contract is refused, not half-read.
+status: alert on an invalid or overridden policy). Bodies are decoded into the API's
+msgspec Structs, so a message off the API is refused, not half-read.
 
     python docs/examples/subscriber.py            # CLEARANCE_NATS_URL, default localhost
 """

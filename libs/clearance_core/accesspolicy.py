@@ -1,4 +1,4 @@
-"""AccessPolicy (clearance.io/v1alpha1): schema, validation, compilation (README: Inherited).
+"""AccessPolicy (clearance.io/v1alpha1): schema, validation, compilation (docs/guide/inherited.md).
 
 ``compile_access_policy`` turns the Kubernetes object into a
 :class:`CompiledAccessPolicy` or raises :class:`~clearance_core.errors.InvalidObject`;
@@ -146,7 +146,8 @@ def _subjects(raw: Any, where: str) -> tuple[tuple[str, ...], ...]:
         if not name:
             raise InvalidObject(f"{at}.name is required")
         namespace = account.get("namespace")
-        # The namespace defaults to ``default``, as in MonitorAccessPolicy (README: Principals).
+        # The namespace defaults to ``default``, as in MonitorAccessPolicy
+        # (docs/api/README.md: Principals).
         namespace = objects.text(namespace, f"{at}.namespace") if namespace is not None \
             else "default"
         accounts.append(service_account_username(namespace or "default", name))
@@ -160,7 +161,7 @@ def _permissions(raw: Any, where: str) -> tuple[str, ...]:
     for key, value in (("view", view), ("viewMetrics", metrics)):
         if value is not None and not isinstance(value, bool):
             raise InvalidObject(f"{where}.{key} must be a boolean")
-    # No permissions (absent, or nothing set) grants view only (README: Principals).
+    # No permissions (absent, or nothing set) grants view only (docs/api/README.md: Principals).
     if view is None and metrics is None:
         return ("view",)
     return tuple(action for action, granted in (("view", view), ("view_metrics", metrics))

@@ -1,9 +1,9 @@
 """MetricSource aggregations, recomputed from the items a principal may see.
 
-Aggregates are derived from the filtered item set by construction (README: Policy semantics),
-so a filtered user never receives totals computed over items hidden from them
-(ClusterPulse leaked cluster-wide totals with ``filterAggregations: false`` and its API
-ignored three of the nine filter operators; see the implementation notes, 4.4 and 7.10).
+Aggregates are derived from the filtered item set by construction
+(docs/guide/monitor-access-policies.md), so a filtered user never receives totals computed over
+items hidden from them (ClusterPulse leaked cluster-wide totals with ``filterAggregations: false``
+and its API ignored three of the nine filter operators; see the implementation notes, 4.4 and 7.10).
 Every aggregation is compiled once (function and operator checked, the ``matches``
 regex compiled) and then evaluated over plain field dicts.
 

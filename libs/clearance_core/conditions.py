@@ -1,7 +1,7 @@
 """``when`` conditions of AccessPolicy blocks: CEL, with ``self`` = the accumulated policy.
 
 ``self.rules`` maps rule name to the AccessRule as written, ``self.unset`` is the list of
-rule names unset so far (README: Inherited). For example
+rule names unset so far (docs/guide/inherited.md). For example
 ``has(self.rules.ops) && self.rules.ops.permissions.viewMetrics == true``.
 
 The engine is ``cel-expr-python``, the CEL project's bindings of cel-cpp (why: see the
@@ -26,7 +26,8 @@ comment on the dependency in pyproject.toml). Three properties matter here:
     every later condition of that merge is a runtime error.
 
   A condition can fail but never stall the compiler.
-* **A runtime error counts as false** (the README): a missing key (``self.rules.x`` where
+* **A runtime error counts as false** (docs/guide/inherited.md): a missing key (``self.rules.x``
+where
   there is no rule ``x``; write ``has(self.rules.x)``), a non-boolean result, an exhausted
   budget, a value the engine cannot represent. :func:`evaluate_in` returns the message,
   and the policy's Enforced condition becomes Unknown.

@@ -1,7 +1,7 @@
 """The one error hierarchy of Clearance.
 
 Every failure that can reach a client maps to exactly one contract error code
-(README: Conventions): ``bad_request``, ``not_found``, ``stale``, ``unavailable``,
+(docs/api/README.md: Conventions): ``bad_request``, ``not_found``, ``stale``, ``unavailable``,
 ``internal``. Objects that fail validation raise :class:`InvalidObject`, which never
 crosses the wire: the compiler turns it into the object's status.
 

@@ -1,4 +1,5 @@
-"""Evaluate MonitorAccessPolicies for one principal, action and cluster (README: Policy semantics).
+"""Evaluate MonitorAccessPolicies for one principal, action and cluster
+(docs/guide/monitor-access-policies.md).
 
 Policies whose subjects match are taken in ascending priority (Deny before Allow at equal
 priority, then ``namespace/name``); those not in force are skipped; the first policy that
@@ -132,7 +133,7 @@ def evaluate_cluster(
 ) -> Outcome:
     """Decide ``action`` on ``cluster`` (and find the rule that governs what is inside it).
 
-    With ``explain`` the trace lists every candidate (README: The API): those after
+    With ``explain`` the trace lists every candidate (docs/api/decisions.md): those after
     the deciding policy were not consulted, and say so — ``matched`` (with the rule and
     selector that would have matched), ``no_match`` or ``skipped`` — which never changes
     the decision. Without it, no trace is built and the evaluation stops at the deciding

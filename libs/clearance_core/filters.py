@@ -1,4 +1,4 @@
-"""Resource filters (README: Policy semantics), compiled once into matchers.
+"""Resource filters (docs/guide/monitor-access-policies.md), compiled once into matchers.
 
 A rule's ``resources`` entries arrive as the dicts users wrote. ``compile_filter``
 validates one and turns every dimension into a pair of :class:`NameSet` (allowed,
@@ -113,7 +113,7 @@ class ResourceFilter(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Item(msgspec.Struct, kw_only=True, frozen=True):
-    """An item to filter, as ``clearance.v1.filter`` carries it (README: The API)."""
+    """An item to filter, as ``clearance.v1.filter`` carries it (docs/api/decisions.md)."""
 
     name: str
     namespace: str | None = None
@@ -130,7 +130,8 @@ def _at(path: str, key: str) -> str:
 
 
 def _strings(value: Any, where: str) -> list[str]:
-    # Numbers and booleans in a list of strings compare in their JSON form (README: Conventions).
+    # Numbers and booleans in a list of strings compare in their JSON form
+    # (docs/api/README.md: Conventions).
     return objects.texts(value, where)
 
 
@@ -162,7 +163,7 @@ def compile_filter(raw: Any, path: str = "") -> ResourceFilter:
     if not isinstance(kind, str) or not kind:
         raise InvalidObject(f"{_at(path, 'type')} must be a non-empty string")
     visibility: Any = raw.get("visibility")
-    if visibility is None:  # null = absent (README: Conventions)
+    if visibility is None:  # null = absent (docs/api/README.md: Conventions)
         visibility = "all"
     if visibility not in _VISIBILITIES:
         raise InvalidObject(

@@ -39,7 +39,7 @@ class Affected(msgspec.Struct, kw_only=True):
     #: drops (``clearance_core.narrowing``). Announcements ignore it.
     narrow: Narrow | None = None
     #: The names of the inventory or of the declared types changed: the cached answers
-    #: that warn of a cluster or a type Clearance does not know go (README: Warnings).
+    #: that warn of a cluster or a type Clearance does not know go (docs/api/README.md: Warnings).
     #: Announcements ignore it.
     unknown: bool = False
 
@@ -115,8 +115,8 @@ def without_undeclared_types(
 ) -> CompiledPolicy:
     """Drop the resource filters of custom types no MetricSource declares.
 
-    Such a type is unknown (README: Principals): hidden for checks and filters and absent
-    from ``custom-types`` until a MetricSource declares it, and an unlisted custom type is
+    Such a type is unknown (docs/api/README.md: Principals): hidden for checks and filters and
+    absent from ``custom-types`` until a MetricSource declares it, and an unlisted custom type is
     exactly that. ``custom_types`` keeps the name, so the MetricSource's arrival re-folds
     this policy (and its status carries the warning meanwhile)."""
     declared = BUILTIN_TYPES.union(sources)
@@ -148,8 +148,8 @@ def fold_cluster(
 
 def group_users(obj: dict[str, Any]) -> list[str]:
     # One odd entry must not drop the whole Group (its members would lose access):
-    # scalars count in their JSON form, nulls are absent (README: Conventions). A field a
-    # Group does not have is an error, though: the whole Group is then withdrawn.
+    # scalars count in their JSON form, nulls are absent (docs/api/README.md: Conventions). A field
+    # a Group does not have is an error, though: the whole Group is then withdrawn.
     strict.check_object("group", obj)
     return sorted(set(objects.texts(obj.get("users"), "users")))
 

@@ -1,5 +1,5 @@
 """What governs a list inside one target: the filters lists, metrics and custom types
-apply, with MonitorAccessPolicies and inherited AccessPolicies together (README: Inherited).
+apply, with MonitorAccessPolicies and inherited AccessPolicies together (docs/guide/inherited.md).
 
 :func:`govern` takes the cluster's MonitorAccessPolicy outcome for an action and the
 effective rules of the target the list is in, and applies the contract's order:

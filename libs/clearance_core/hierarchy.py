@@ -1,4 +1,5 @@
-"""Targets of inherited AccessPolicies and the path from the Fleet down to each (README: Inherited).
+"""Targets of inherited AccessPolicies and the path from the Fleet down to each
+(docs/guide/inherited.md).
 
 Least to most specific: ``Fleet`` → ``ClusterSet`` → ``Cluster`` → ``Namespace``.
 

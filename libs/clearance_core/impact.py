@@ -1,5 +1,5 @@
 """Who gains or loses access where, if one AccessPolicy were applied or deleted
-(README: Inherited, ``clearance.v1.effective.simulate``).
+(docs/api/inherited.md: ``clearance.v1.effective.simulate``).
 
 A dry run (:mod:`clearance_core.simulate`) gives the effective policies before and after
 as two :class:`~clearance_core.inherit_index.InheritanceIndex`. The access diff asks

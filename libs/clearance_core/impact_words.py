@@ -1,9 +1,9 @@
-"""How one subject's answer moves in a dry run, in words (README: Inherited, simulate).
+"""How one subject's answer moves in a dry run, in words (docs/api/inherited.md, simulate).
 
 :func:`describe` compares two ``check`` answers (decision, permissions, filters) and says
 whether the subject ``gains``, ``loses``, ``changes`` (some of it wider, some narrower) or
 nothing moves, with a line a policy author reads: ``now wholly visible; namespaces payments
-no longer hidden``. Filters are compared as a client applies them (README: The API,
+no longer hidden``. Filters are compared as a client applies them (docs/api/decisions.md,
 ``check``): per type, the ``names`` and ``namespaces`` lists of its entry; a built-in type
 without an entry is shown, a custom type without one is not. Anything else that differs
 (labels, fields, aggregations) is said to change without a direction: only the decisions

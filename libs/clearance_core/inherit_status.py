@@ -1,4 +1,5 @@
-"""An AccessPolicy's RFC 0009 conditions, computed from effective policies (README: Inherited).
+"""An AccessPolicy's RFC 0009 conditions, computed from effective policies
+(docs/guide/inherited.md).
 
 * ``Accepted``: True ``Accepted``; False ``Invalid`` (with the reason),
   ``TargetNotFound``, or ``Unauthorized`` (its namespace may not write policies for its

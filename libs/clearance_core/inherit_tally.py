@@ -1,5 +1,5 @@
 """What each AccessPolicy's conditions are computed from, summed over its scope and kept
-current target by target (README: Inherited).
+current target by target (docs/guide/inherited.md).
 
 A policy's ``Enforced`` condition (:mod:`clearance_core.inherit_status`) depends on the
 effective policies of every target in its scope only through a few sums: which of its

@@ -1,4 +1,5 @@
-"""Decisions with inherited AccessPolicies (README: Inherited), on top of MonitorAccessPolicies.
+"""Decisions with inherited AccessPolicies (docs/guide/inherited.md), on top of
+MonitorAccessPolicies.
 
 For a resource in cluster C (namespace N if given) the decision reads the effective
 policy of Namespace C/N, else Cluster C, else the Fleet (:func:`target_for` names them in
@@ -61,8 +62,8 @@ def target_for(resource: Resource, cluster: str) -> tuple[Target, ...]:
 
 def access_view(rule: AccessRule, declared: frozenset[str] | None = None) -> RuleView:
     """An AccessPolicy rule's filters as a view. A custom type no MetricSource declares
-    (absent from ``declared``) is unlisted, so hidden (README: Principals), exactly as in a
-    MonitorAccessPolicy; ``None`` counts every type as declared."""
+    (absent from ``declared``) is unlisted, so hidden (docs/api/README.md: Principals), exactly as
+    in a MonitorAccessPolicy; ``None`` counts every type as declared."""
     if declared is None or all(f.type in BUILTIN_TYPES or f.type in declared
                                for f in rule.filters):
         return rule_view(rule)  # the usual case: one view per rule, cached
@@ -72,7 +73,7 @@ def access_view(rule: AccessRule, declared: frozenset[str] | None = None) -> Rul
 
 def subjects_match(rule: AccessRule, identity: Identity) -> bool:
     """Users match the username or email, service accounts the username, groups any
-    effective group; exact and case-sensitive (README: Principals)."""
+    effective group; exact and case-sensitive (docs/api/README.md: Principals)."""
     return (any(name in rule.users for name in identity.names)
             or identity.username in rule.service_accounts
             or not identity.groups.isdisjoint(rule.groups))

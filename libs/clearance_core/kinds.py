@@ -1,7 +1,7 @@
 """How an object on the event stream is identified (the kinds are in ``registry``).
 
 An object is identified by kind, namespace and name taken from the object itself
-(README: Events); the subject's ``<id>`` token is only a routing hint.
+(docs/api/events.md); the subject's ``<id>`` token is only a routing hint.
 """
 
 from __future__ import annotations

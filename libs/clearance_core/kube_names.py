@@ -1,5 +1,5 @@
 """Kubernetes' verbs and built-in resources, and how a review says a name no RBAC rule
-uses (README: RBAC reviews).
+uses (docs/api/reviews.md).
 
 A SubjectAccessReview's status has no warnings member, so ``review.subject`` says it in
 the deny ``reason``: ``no RBAC rule names verb "lst"``, ``no RBAC rule names resource

@@ -1,5 +1,5 @@
 """Lists, aggregations and cluster metrics as one principal may see them
-(README: Policy semantics; The API).
+(docs/guide/monitor-access-policies.md; docs/api/decisions.md).
 
 Everything a reply counts is derived from the visible items only — totals of what is
 visible, aggregations recomputed over the visible items, cluster metrics summed over the

@@ -1,4 +1,4 @@
-"""The effective policy of one target: the fold of its path's policies (README: Inherited).
+"""The effective policy of one target: the fold of its path's policies (docs/guide/inherited.md).
 
 Sort the policies on the target's path from lowest to highest (:meth:`precedence`
 reversed: the most specific level first; at one level the newest first, then

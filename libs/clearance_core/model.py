@@ -98,7 +98,7 @@ class Model:
     namespaces: set[str] = field(default_factory=set)
     rbac: RbacModel = field(default_factory=RbacModel)
     #: Inherited AccessPolicies: the valid ones and every materialised target's
-    #: effective policy (README: Inherited), the errors of invalid ones, the conditions last
+    #: effective policy (docs/guide/inherited.md), the errors of invalid ones, the conditions last
     #: stored per policy (so only a change is written and published).
     inherit: InheritanceIndex = field(default_factory=InheritanceIndex)
     access_invalid: dict[str, str] = field(default_factory=dict)

@@ -1,4 +1,5 @@
-"""One parsing convention for every Kubernetes object Clearance reads (README: Conventions).
+"""One parsing convention for every Kubernetes object Clearance reads
+(docs/api/README.md: Conventions).
 
 Policies, MetricSources, Roles, bindings, Groups and ManagedClusters all arrive as the
 API server serves them, or as any other producer writes them. Each kind reads its

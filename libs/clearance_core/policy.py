@@ -139,7 +139,8 @@ class CompiledPolicy(msgspec.Struct, kw_only=True, frozen=True, dict=True):
         return f"{self.namespace}/{self.name}"
 
     def sort_key(self) -> tuple[int, int, str]:
-        """README: Policy semantics order: ascending priority, Deny first, then ns/name."""
+        """docs/guide/monitor-access-policies.md order: ascending priority, Deny first, then
+        ns/name."""
         return (self.priority, 0 if self.effect == "Deny" else 1, self.key)
 
     def order(self) -> str:

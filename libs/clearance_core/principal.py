@@ -1,4 +1,4 @@
-"""Principals: the effective identity a decision is made for (README: Principals).
+"""Principals: the effective identity a decision is made for (docs/api/README.md: Principals).
 
 Effective groups = the groups the caller asserted, plus every OpenShift Group that lists
 the username or the email, plus the service-account groups for

@@ -1,7 +1,7 @@
 """Kubernetes RBAC objects and rule matchers, evaluated exactly as the API server does.
 
-README: RBAC reviews answers SubjectAccessReviews, rules reviews and who-can queries from
-the Roles, ClusterRoles and bindings on the event stream, so every matcher here is a
+Clearance answers SubjectAccessReviews, rules reviews and who-can queries (docs/api/reviews.md)
+from the Roles, ClusterRoles and bindings on the event stream, so every matcher here is a
 transcription of Kubernetes' own (``pkg/apis/rbac/v1/evaluation_helpers.go`` and
 ``pkg/registry/rbac/validation/rule.go``). The surprising parts are deliberate:
 

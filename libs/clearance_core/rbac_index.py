@@ -63,7 +63,7 @@ class RbacIndex:
         self._non_resource: dict[RoleKey, list[PolicyRule]] = {}
         self._indexed: dict[RoleKey, tuple[PolicyRule, ...]] = {}  # rules as indexed
         # How many indexed rules name each verb and each resource (without its
-        # subresource): a deny says which name no rule uses (README: RBAC reviews).
+        # subresource): a deny says which name no rule uses (docs/api/reviews.md).
         self._verbs: Counter[str] = Counter()
         self._resources: Counter[str] = Counter()
         for key in list(self._roles.rules):

@@ -1,4 +1,4 @@
-"""Resource references as requests write them, normalised (README: Principals).
+"""Resource references as requests write them, normalised (docs/api/README.md: Principals).
 
 Built-in types may be named singular or plural; replies and ``filters`` keys use the
 plural. ``cluster`` is required except for ``type: cluster``, where it defaults to

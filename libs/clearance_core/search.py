@@ -1,4 +1,4 @@
-"""ACM search RBAC (README: RBAC reviews): which search rows a principal may see.
+"""ACM search RBAC (docs/api/reviews.md): which search rows a principal may see.
 
 ``search_filter`` answers ``clearance.v1.search.filter`` item by item; ``search_plan``
 answers ``clearance.v1.search.plan``: the same decision as a query plan, with a SQL

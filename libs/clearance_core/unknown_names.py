@@ -1,5 +1,5 @@
 """Names a question uses that Clearance does not know: said in the reply, never decided on
-(README: The API, Warnings).
+(docs/api/README.md: Warnings).
 
 A check about a cluster that is not in the inventory, a type no one declares or a
 principal no policy names is answered exactly as before — a warning changes no decision,

@@ -4,7 +4,7 @@ The decision service answers the checks that arrived together concurrently, so t
 cache misses reach the snapshot read and the cache write in the same iteration. Each of
 those was one script call per request; with 64 requests in flight the Redis client's
 per-command cost (packing, a write syscall, a reply future) was the larger part of a
-miss (see the README's "Performance"). A :class:`Coalescer` queues the items submitted
+miss (see docs/performance.md). A :class:`Coalescer` queues the items submitted
 before the loop gets back to its callbacks and hands them, in chunks, to one function
 that answers all of them with one round trip.
 

@@ -1,4 +1,5 @@
-"""Service heartbeats and the system revision (README: Events, ``clearance.v1.status``).
+"""Service heartbeats and the system revision
+(docs/api/events.md; docs/api/decisions.md: ``clearance.v1.status``).
 
 Each service writes ``clr:svc:<name>`` (its revision and a heartbeat) about once a
 second; a service is healthy while its heartbeat is younger than ``STALE_AFTER``. The

@@ -1,4 +1,4 @@
-"""How inherited AccessPolicies are stored (README: Inherited): the compiler's writes and the
+"""How inherited AccessPolicies are stored (docs/guide/inherited.md): the compiler's writes and the
 encodings both sides share. Keys are in :mod:`.keys`.
 
 * valid policies compiled (``clr:ap``), invalid ones by their error (``clr:ap:bad``),

@@ -1,5 +1,6 @@
-"""structlog set-up: JSON lines with the request id bound per request (README: Configuration);
-in a terminal, structlog's console lines instead (``CLEARANCE_LOG_FORMAT`` decides)."""
+"""structlog set-up: JSON lines with the request id bound per request
+(docs/operations.md: Configuration); in a terminal, structlog's console lines instead
+(``CLEARANCE_LOG_FORMAT`` decides)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Prometheus metrics of every process, served on ``CLEARANCE_METRICS_PORT`` (probes.py).
 
-Every name here is listed in the README ("Metrics and alerts"); the Grafana dashboard and
+Every name here is listed in docs/operations.md ("Metrics and alerts"); the Grafana dashboard and
 the alert rules in ``deploy/`` use only these (checked by the tests).
 """
 

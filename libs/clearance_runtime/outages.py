@@ -1,7 +1,7 @@
 """Which failures are outages of the store or the bus (retry) and which are not.
 
-README: Events: transient store/bus outages are retried; nothing else is. Anything
-else raised while folding one object is that object's failure (it becomes invalid), so
+docs/api/events.md and docs/robustness.md: transient store/bus outages are retried; nothing else is.
+Anything else raised while folding one object is that object's failure (it becomes invalid), so
 the classification errs towards "not transient": retrying a deterministic failure is a
 crash loop, while marking an object invalid during a real outage is impossible anyway
 (the withdrawal cannot be written either, and that error is transient).

@@ -1,4 +1,4 @@
-"""Configuration from the environment (README: Configuration), read once per process.
+"""Configuration from the environment (docs/operations.md: Configuration), read once per process.
 
 Every ``CLEARANCE_*`` variable is decoded by msgspec into :class:`Settings`, so every bad
 value — an integer that is not one, a boolean spelled ``ture``, a negative port — ends the

@@ -164,7 +164,7 @@ class Snapshot(msgspec.Struct, kw_only=True):
     def inherited(self, cluster: str, namespace: str | None
                   ) -> tuple[Target | None, Mapping[str, EffectiveRule]]:
         """The effective rules a decision in ``cluster`` (``namespace``) reads, and whose
-        they are: Namespace C/N, else Cluster C, else the Fleet (README: Inherited)."""
+        they are: Namespace C/N, else Cluster C, else the Fleet (docs/guide/inherited.md)."""
         if namespace is not None:
             found = self.namespace_effective.get(cluster, {}).get(namespace) or \
                 self.differing.get(cluster, {}).get(namespace)

@@ -1,9 +1,9 @@
 """``python3 dev.py chaos``: run the fault suite and print its table.
 
     python -m tests.chaos [--ci] [--only TEXT]... [--rate 500] [--events 1000]
-                          [--readme] [--keep]
+                          [--docs] [--keep]
 
-``--readme`` writes the table into README.md (section "Fault suite"); ``--keep`` leaves
+``--docs`` writes the table into docs/robustness.md (section "Fault suite"); ``--keep`` leaves
 each scenario's logs and data under the printed directory. Exits 1 if any scenario
 failed (a wrong allow, a lost or doubly-applied event, a revision going back, no
 recovery within 10 s).
@@ -24,20 +24,21 @@ from pathlib import Path
 
 from tests.chaos.scenarios import SCENARIOS, Row, run_scenario, table
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+#: The page whose "Fault suite" section holds the latest full run's table.
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "robustness.md"
 BEGIN, END = "<!-- fault-suite-table -->", "<!-- /fault-suite-table -->"
 
 
-def write_readme(rows: list[Row], *, rate: float, events: int) -> None:
+def write_table(rows: list[Row], *, rate: float, events: int) -> None:
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
     body = (f"{BEGIN}\nLatest full run ({stamp}, {events:,} events per burst, "
             f"{rate:.0f} checks/s, 2-core shared machine; ✗ = the scenario fails):\n\n"
             f"{table(rows)}\n{END}")
-    text = README.read_text()
+    text = PAGE.read_text()
     pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
     if not pattern.search(text):
-        raise SystemExit(f"README.md has no {BEGIN} ... {END} block")
-    README.write_text(pattern.sub(lambda _: body, text))
+        raise SystemExit(f"{PAGE.name} has no {BEGIN} ... {END} block")
+    PAGE.write_text(pattern.sub(lambda _: body, text))
 
 
 async def main(args: argparse.Namespace) -> int:
@@ -65,8 +66,8 @@ async def main(args: argparse.Namespace) -> int:
             shutil.rmtree(root, ignore_errors=True)
     print()
     print(table(rows))
-    if args.readme:
-        write_readme(rows, rate=args.rate, events=args.events)
+    if args.docs:
+        write_table(rows, rate=args.rate, events=args.events)
     return 0 if all(row.passed for row in rows) else 1
 
 
@@ -77,7 +78,8 @@ def parse() -> argparse.Namespace:
                         help="scenarios whose name contains TEXT (repeatable)")
     parser.add_argument("--rate", type=float, default=500.0, help="checks per second")
     parser.add_argument("--events", type=int, default=1000, help="events per burst")
-    parser.add_argument("--readme", action="store_true", help="write the table to README.md")
+    parser.add_argument("--docs", action="store_true",
+                        help="write the table to docs/robustness.md")
     parser.add_argument("--keep", action="store_true", help="keep logs and data")
     return parser.parse_args()
 

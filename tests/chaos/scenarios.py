@@ -60,7 +60,7 @@ from tests.chaos.workload import PROBES, Change, Fleet, Producer, write_manifest
 T = TypeVar("T")
 FAULT_AT = 1.0  # seconds into the burst
 DOWN_FOR = 1.0
-RECOVERY_LIMIT = 10.0  # README: Events: every event reflected within 10 s
+RECOVERY_LIMIT = 10.0  # docs/robustness.md, the fault suite: every event reflected within 10 s
 CONVERGE_TIMEOUT = 40.0
 BENIGN_ERRORS = frozenset({"unavailable", "stale", "timeout", "no_responders"})
 
@@ -403,7 +403,7 @@ def verify_replies(replies: list[Reply], reference: Reference, checkpoints: Boun
     """Every reply against the reference.
 
     Once a revision R has been announced, every event up to R is reflected in every
-    decision answered from then on (README: Events). So a reply is right if the
+    decision answered from then on (docs/api/events.md). So a reply is right if the
     reference gave the same answer at some revision in [low, high]: ``low`` is the
     higher of the revision the reply claims and the highest any reply received before
     this one was sent had claimed; ``high`` is the compiler's checkpoint just after the

@@ -63,7 +63,7 @@ def kind_of(obj: dict[str, Any]) -> str:
 
 
 def msg_id(event_type: str, obj: dict[str, Any]) -> str:
-    """``<kind>/<namespace>/<name>@<resourceVersion>`` (README: Events)."""
+    """``<kind>/<namespace>/<name>@<resourceVersion>`` (docs/api/events.md)."""
     meta = obj["metadata"]
     suffix = ":DELETED" if event_type == "DELETED" else ""
     return (f"{kind_of(obj)}/{meta.get('namespace', '')}/{meta['name']}"

@@ -89,8 +89,8 @@ class Fresh:
 
     def groups_of(self, username: str, given: tuple[str, ...] | list[str],
                   email: str | None = None) -> frozenset[str]:
-        """README: Principals: the given groups, the Groups listing the username or email, and
-        the service-account groups."""
+        """docs/api/README.md, Principals: the given groups, the Groups listing the username or
+        email, and the service-account groups."""
         found = set(given)
         found |= {g for g, users in self.groups.items()
                   if username in users or (email and email in users)}
@@ -109,8 +109,8 @@ class Fresh:
 
     def inherited(self, cluster: str, namespace: str | None
                   ) -> tuple[Target | None, Mapping[str, EffectiveRule]]:
-        """README: Inherited: the effective policy of Namespace C/N (one a policy names), else of
-        Cluster C (one that exists), else the Fleet's."""
+        """docs/guide/inherited.md, Decisions: the effective policy of Namespace C/N (one a policy
+        names), else of Cluster C (one that exists), else the Fleet's."""
         effective = self.inherit.effective
         found = None
         if namespace is not None:
@@ -162,7 +162,7 @@ class Fresh:
         """The ``status`` of a SubjectAccessReview."""
         effective = sorted(self.groups_of(user, groups))
         allowed, reason, error = self.rbac.allowed(attrs, user, effective)
-        if not allowed:  # a deny names what no rule names (README: RBAC reviews)
+        if not allowed:  # a deny names what no rule names (docs/api/reviews.md)
             reason = "; ".join([*([reason] if reason else []), *self.rbac.unnamed(attrs)])
         status = SubjectAccessReviewStatus(allowed=allowed, reason=reason)
         if error:

@@ -23,7 +23,7 @@ policies, and the invariant then asks again what it asked (and cached) before.
 
 Runs derandomized in the suite (``CLEARANCE_FRESHNESS_EXAMPLES`` examples of
 ``CLEARANCE_FRESHNESS_STEPS`` steps; defaults keep it under a minute); a longer or
-differently seeded run: see the README's Development section.
+differently seeded run: see docs/development.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What every reply must satisfy, whatever the request was (README: Conventions).
+"""What every reply must satisfy, whatever the request was (docs/api/README.md: Conventions).
 
 - a reply arrives (no silence, no timeout);
 - it is one JSON object;

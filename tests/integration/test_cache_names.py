@@ -8,8 +8,8 @@ the name holds: ``* ? [ ]`` (glob), ``:`` and ``,`` (separators), ``\\``, spaces
 non-ASCII. Each case caches every principal's answer, changes one name's state, and
 checks that exactly that principal misses the cache (with the new answer) and every other
 one still hits it. A cluster's label change concerns the subjects of the ``matchLabels``
-policies whose match of it moves, and only their entries about that cluster (README,
-"Caching and freshness"), so its case names one watcher per cluster.
+policies whose match of it moves, and only their entries about that cluster (docs/api/caching.md,
+\"Caching and freshness\"), so its case names one watcher per cluster.
 """
 
 from __future__ import annotations

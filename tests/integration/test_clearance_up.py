@@ -1,6 +1,6 @@
 """``clearance up`` as a new user runs it: embedded servers, examples/, an answer, Ctrl-C;
-then the README's walkthrough of the example fleet, asked with the ``clearance`` command
-(check, effective, simulate, reach) as the README shows it."""
+then the walkthrough of the example fleet, asked with the ``clearance`` command (check,
+effective, simulate, reach) as the README and docs/guide/ show it."""
 
 from __future__ import annotations
 
@@ -291,7 +291,7 @@ def access_rows(output: str) -> list[list[str]]:
 
 
 def test_simulate_shows_who_gains_the_payments_namespace(fleet: dict[str, str]) -> None:
-    """The README's dry run of the sample that drops the payments filter, pasted as
+    """docs/guide/inherited.md's dry run of the sample that drops the payments filter, pasted as
     written (from the repository's root)."""
     done = clearance(fleet, "simulate", "docs/walkthrough/guardrails-without-payments.yaml",
                      cwd=ROOT)
@@ -351,7 +351,7 @@ def test_a_second_up_on_the_same_state_refuses_and_leaves_the_first_alone(
 
 
 def _section(lines: list[str], heading: str) -> range:
-    """The line numbers of a README section, its subsections included (a ``#`` inside
+    """The line numbers of a Markdown section, its subsections included (a ``#`` inside
     a fenced block is no heading)."""
     start = lines.index(heading)
     level = len(heading) - len(heading.lstrip("#"))
@@ -368,52 +368,58 @@ def _section(lines: list[str], heading: str) -> range:
 
 
 class Shown(NamedTuple):
-    """A ``$`` line of the README: where, the command, the exit status it shows with
-    ``; echo $?`` (else None), and the output printed under it."""
+    """A ``$`` line of the documentation: where (file:line), the command, the exit status
+    it shows with ``; echo $?`` (else None), and the output printed under it."""
 
-    number: int
+    where: str
     command: str
     status: int | None
     output: list[str]
 
 
+#: The sections whose console blocks a new user pastes, in the order they are read: the
+#: README's quick start and walkthrough (its PATH line first), the command-line
+#: reference (its warnings), and the dry runs of the example fleet's AccessPolicies.
+WALKTHROUGH = (("README.md", "## Quick start"),
+               ("README.md", "## The command line (`clearance`)"),
+               ("docs/guide/cli.md", "# The command line (`clearance`)"),
+               ("docs/guide/inherited.md", "## The example fleet's policies"))
+
+
 def readme_walkthrough() -> list[Shown]:
-    """The ``$`` lines of the README's console blocks in "Quick start", "The command
-    line" and "The example fleet's policies" (the dry runs of the example fleet)."""
-    lines = (ROOT / "README.md").read_text().splitlines()
-    numbers = [*_section(lines, "## Quick start"),
-               *_section(lines, "## The command line (`clearance`)"),
-               *_section(lines, "### The example fleet's policies")]
+    """The ``$`` lines of the console blocks in the WALKTHROUGH sections."""
     found: list[Shown] = []
-    fence: str | None = None
-    for number in numbers:
-        line = lines[number]
-        if line.startswith("```"):
-            fence = None if fence is not None else line[3:]
-            continue
-        if fence == "console" and line.startswith("$ "):
-            output = []
-            for out in lines[number + 1:]:
-                if out.startswith(("$ ", "```")):
-                    break
-                output.append(out)
-            command = line[2:]
-            shown = None
-            if command.endswith("echo $?"):  # the status: the output's first bare number
-                shown = next(int(out) for out in output if out.isdigit())
-            found.append(Shown(number + 1, command, shown, output))
+    for path, heading in WALKTHROUGH:
+        lines = (ROOT / path).read_text().splitlines()
+        fence: str | None = None
+        for number in _section(lines, heading):
+            line = lines[number]
+            if line.startswith("```"):
+                fence = None if fence is not None else line[3:]
+                continue
+            if fence == "console" and line.startswith("$ "):
+                output = []
+                for out in lines[number + 1:]:
+                    if out.startswith(("$ ", "```")):
+                        break
+                    output.append(out)
+                command = line[2:]
+                shown = None
+                if command.endswith("echo $?"):  # the status: the output's first bare number
+                    shown = next(int(out) for out in output if out.isdigit())
+                found.append(Shown(f"{path}:{number + 1}", command, shown, output))
     return found
 
 
-#: Commands whose output the README shows as it is printed, whatever the revision.
+#: Commands whose output the documentation shows as it is printed, whatever the revision.
 VERBATIM = ("clearance simulate ",)
 
 
 def test_every_walkthrough_command_of_the_readme_can_be_pasted(running: Fleet) -> None:
-    """A new user pastes the README's commands as written, from the repository's root: each
-    answers (0, or 1 for a no), or exits as the README shows it does; none is a usage
+    """A new user pastes the documented commands as written, from the repository's root:
+    each answers (0, or 1 for a no), or exits as the docs show it does; none is a usage
     error or finds nothing to talk to. The PATH line comes first: the others need it. A
-    dry run prints what the README shows it prints (elided with ``...`` or not)."""
+    dry run prints what the docs show it prints (elided with ``...`` or not)."""
     commands = readme_walkthrough()
     assert len(commands) >= 36, commands
     exports = [c.command for c in commands if c.command.startswith("export PATH=")]
@@ -421,7 +427,7 @@ def test_every_walkthrough_command_of_the_readme_can_be_pasted(running: Fleet) -
     env = {**running.env, "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
     verbatim = 0
     for shown in commands:
-        number, command = shown.number, shown.command
+        number, command = shown.where, shown.command
         if command.startswith("export PATH="):
             continue
         done = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, capture_output=True,

@@ -1,4 +1,4 @@
-"""The README's client examples run against the real services: the aiohttp dashboard
+"""docs/api/client.md's examples run against the real services: the aiohttp dashboard
 backend (docs/examples/dashboard.py) and the FastStream subscriber
 (docs/examples/subscriber.py), through one policy change."""
 

@@ -276,7 +276,7 @@ async def playground(page: Page, system: System) -> None:
 
 
 async def dry_run_of_the_sample(page: Page) -> None:
-    """The README's sample that drops the payments filter: the page says who would gain
+    """docs/guide/inherited.md's sample that drops the payments filter: the page says who would gain
     what where — group sre every namespace, payments included, on both production
     clusters — and that nothing else moves."""
     driver = page.driver

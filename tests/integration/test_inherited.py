@@ -1,5 +1,5 @@
-"""Inherited AccessPolicies end to end (README: Inherited): from manifests through the compiler
-to effective policies, conditions, dry runs and decisions, on real NATS and Valkey."""
+"""Inherited AccessPolicies end to end (docs/guide/inherited.md): from manifests through the
+compiler to effective policies, conditions, dry runs and decisions, on real NATS and Valkey."""
 
 from __future__ import annotations
 
@@ -119,8 +119,9 @@ async def test_unknown_targets_are_not_found_and_odd_ones_bad_requests(system: S
 
 async def test_decisions_follow_deny_then_monitor_policy_then_inherited_allows(
         system: System) -> None:
-    """README: Inherited: an inherited Deny beats every MonitorAccessPolicy; otherwise the first
-    matching MonitorAccessPolicy decides; otherwise the inherited Allows decide."""
+    """docs/guide/inherited.md, Decisions: an inherited Deny beats every MonitorAccessPolicy;
+    otherwise the first matching MonitorAccessPolicy decides; otherwise the inherited Allows
+    decide."""
     sre = await check(system, "sam", "west", groups=["sre"], explain=True)
     assert sre["decision"] == "allow" and sre["policy"] == "platform/fleet-default"
     assert any("sre-view" in step["reason"] for step in sre["trace"])
@@ -339,8 +340,9 @@ async def test_forbidding_unset_rebuilds_and_reports_the_ignored_unset(system: S
 
 
 async def test_custom_types_in_inherited_rules_need_a_metric_source(system: System) -> None:
-    """README: Principals holds for AccessPolicy rules too: a custom type no MetricSource declares
-    is hidden and not listed, until one declares it (which reaches cached answers)."""
+    """docs/api/README.md's Principals holds for AccessPolicy rules too: a custom type no
+    MetricSource declares is hidden and not listed, until one declares it (which reaches cached
+    answers)."""
     system.write("certs.yaml", access_policy(
         "certs", namespace="team-c", target=("Cluster", "west"),
         rules={"cert-view": rule(users=["cora"], resources=[{"type": "certs"}])}))

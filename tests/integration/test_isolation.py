@@ -1,4 +1,4 @@
-"""Hostile requests on real servers (README: Conventions): each request's failure is its
+"""Hostile requests on real servers (docs/api/README.md: Conventions): each request's failure is its
 own error reply, limits are ``bad_request`` naming the limit, and every request gets a
 reply — however the decision service batches requests inside."""
 

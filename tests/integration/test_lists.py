@@ -1,5 +1,5 @@
 """Lists, aggregations, cluster metrics and custom types over NATS
-(README: Policy semantics; The API)."""
+(docs/guide/monitor-access-policies.md; docs/api/decisions.md)."""
 
 from __future__ import annotations
 

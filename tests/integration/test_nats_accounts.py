@@ -117,7 +117,7 @@ MAY_SUBSCRIBE: dict[str, list[str]] = {
     "producer": own_inboxes("producer"),
     "client": [*own_inboxes("client"), CHANGED],
     "author": [*own_inboxes("author"), CHANGED, "clearance.status.>", *STATUS_KINDS],
-    # The ops console counts the event flow per kind (README "Ops console").
+    # The ops console counts the event flow per kind (docs/guide/console.md).
     "operator": [*own_inboxes("operator"), CHANGED, "clearance.status.>", *STATUS_KINDS,
                  "clearance.events.>"],
     "gateway": own_inboxes("gateway"),

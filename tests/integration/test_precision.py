@@ -5,8 +5,8 @@ policy behaves differently, and of those only the answers the policy could now d
 (decided by no policy, or by one not before it in evaluation order). A Group membership
 change drops the joining or leaving users' answers about the clusters the policies naming
 the group select. Answers about clusters outside the inventory always go, and so do
-cached explanations (their trace lists every candidate). README, "Caching and
-freshness", has the table.
+cached explanations (their trace lists every candidate). docs/api/caching.md, \"Caching and
+freshness\", has the table.
 """
 
 from __future__ import annotations

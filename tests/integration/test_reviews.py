@@ -1,5 +1,5 @@
 """Kubernetes access reviews over NATS, from Roles and bindings on the stream
-(README: RBAC reviews)."""
+(docs/api/reviews.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""search.plan's SQL on a real PostgreSQL (README: RBAC reviews): it selects what
+"""search.plan's SQL on a real PostgreSQL (docs/api/reviews.md): it selects what
 search.filter keeps.
 
 A throwaway server (the ``pgserver`` wheel: PostgreSQL binaries, run as an unprivileged

@@ -1,5 +1,5 @@
-"""Who gains or loses access where, through the real decision service (README: Inherited,
-``clearance.v1.effective.simulate``), on the example fleet.
+"""Who gains or loses access where, through the real decision service
+(docs/api/inherited.md: ``clearance.v1.effective.simulate``), on the example fleet.
 
 The dry run of the sample that drops the payments filter says that group ``sre`` (and
 olivia, whom the Group lists) would see every namespace of both production clusters;

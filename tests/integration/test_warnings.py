@@ -1,4 +1,4 @@
-"""Unknown names are said, not silently denied (README: Warnings), through the real
+"""Unknown names are said, not silently denied (docs/api/README.md: Warnings), through the real
 decision service: a check about a misspelled cluster, type or principal gets the answer
 it always got plus a warning, from the cache as without it, and the warning goes as soon
 as the name exists — a cluster appears, a MetricSource declares the type, a policy

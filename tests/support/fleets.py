@@ -289,7 +289,7 @@ def allows(ask: Subjects, action: str, kind: str, item: Item, cluster: str) -> b
 
 
 def shows(filters: dict[str, Any] | None, kind: str, item: Item) -> bool:
-    """What a client applying a whole-type answer's ``filters`` shows (the README's
+    """What a client applying a whole-type answer's ``filters`` shows (docs/api/decisions.md's
     reading: each entry is a resource filter, the ``namespaces`` entry the namespace
     rule)."""
     view = RuleView.of(compile_filter(raw) for raw in (filters or {}).values())

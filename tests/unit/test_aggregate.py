@@ -1,4 +1,5 @@
-"""Aggregations recomputed from visible items (README: Policy semantics): tables and properties.
+"""Aggregations recomputed from visible items (docs/guide/monitor-access-policies.md): tables and
+properties.
 
 The properties compare ``compute`` with an independent reference written in exact
 arithmetic (``fractions``/``decimal``), over the items a RuleView leaves visible.

@@ -1,4 +1,5 @@
-"""Decisions inside a cluster: the deciding rule's filters (README: Policy semantics)."""
+"""Decisions inside a cluster: the deciding rule's filters
+(docs/guide/monitor-access-policies.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Cluster decisions (README: Policy semantics): table-driven cases and properties."""
+"""Cluster decisions (docs/guide/monitor-access-policies.md): table-driven cases and properties."""
 
 from __future__ import annotations
 

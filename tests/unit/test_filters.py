@@ -1,4 +1,5 @@
-"""Resource filters and the namespace rule (README: Policy semantics): tables and properties.
+"""Resource filters and the namespace rule (docs/guide/monitor-access-policies.md): tables and
+properties.
 
 The properties check the compiled matchers against a reference written straight from
 the contract over the raw filter dicts, with ``fnmatch`` as an independent wildcard
@@ -432,7 +433,7 @@ def ref_text(value: Any) -> str | None:
 
 
 def ref_visible(raw: dict[str, Any], it: Item) -> bool:
-    """Reference for one filter, straight from README: Policy semantics."""
+    """Reference for one filter, straight from docs/guide/monitor-access-policies.md."""
     if raw["visibility"] == "none":
         return False
     if raw["visibility"] == "all":

@@ -1,4 +1,4 @@
-"""Effective policies of inherited AccessPolicies (README: Inherited), read as documentation.
+"""Effective policies of inherited AccessPolicies (docs/guide/inherited.md), read as documentation.
 
 The RFC 0009 examples (A1 … F2) are re-expressed with AccessRules: the "higher" policy
 targets cluster ``c1``, the "lower" one the namespace ``c1/app``, and the table gives the

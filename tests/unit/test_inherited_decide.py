@@ -1,6 +1,6 @@
-"""Decisions with inherited AccessPolicies on top of MonitorAccessPolicies (README: Inherited):
-a matching Deny rule wins over everything, then the first matching MonitorAccessPolicy,
-then the matching Allow rules together, else deny."""
+"""Decisions with inherited AccessPolicies on top of MonitorAccessPolicies
+(docs/guide/inherited.md): a matching Deny rule wins over everything, then the first matching
+MonitorAccessPolicy, then the matching Allow rules together, else deny."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Request limits (README: Conventions): the nesting check agrees with the real depth."""
+"""Request limits (docs/api/README.md: Conventions): the nesting check agrees with the real
+depth."""
 
 from __future__ import annotations
 

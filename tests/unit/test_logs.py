@@ -1,4 +1,5 @@
-"""Every line a Clearance process writes to stderr parses as JSON (README: Configuration)."""
+"""Every line a Clearance process writes to stderr parses as JSON
+(docs/operations.md: Configuration)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Kubernetes RBAC (README: RBAC reviews): a table from Kubernetes' own tests, and properties.
+"""Kubernetes RBAC (docs/api/reviews.md): a table from Kubernetes' own tests, and properties.
 
 The table follows ``plugin/pkg/auth/authorizer/rbac/rbac_test.go`` (TestAuthorizer,
 TestRuleMatches) and ``pkg/registry/rbac/validation/rule.go`` (subject matching), plus the

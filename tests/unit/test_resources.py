@@ -1,4 +1,5 @@
-"""Resource normalisation and the cache key of a decision (README: Conventions; Principals)."""
+"""Resource normalisation and the cache key of a decision (docs/api/README.md: Conventions;
+Principals)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The manifests of the README's RFC 0009 walkthrough (docs/rfc0009/) are the examples of
-``test_inherit_merge``: each file, loaded as ``clearance up`` would (with
+"""The manifests of docs/guide/inherited.md's RFC 0009 walkthrough (docs/rfc0009/) are the examples
+of ``test_inherit_merge``: each file, loaded as ``clearance up`` would (with
 ``platform.yaml``, which binds the examples' cluster set to the namespace ``platform``,
 and the default admin namespaces), gives the effective rules that table states for its
 namespace ``app`` — every policy accepted — and the ``Enforced`` conditions of its last
@@ -22,8 +22,8 @@ from tests.unit.test_inherit_merge import HI, LO, RFC_EXAMPLES
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "rfc0009"
 
-#: The README table's last column: per example, the higher (``platform``) and the lower
-#: (``app``) policy's Enforced reason, and what its message says of the rules not in force
+#: docs/guide/inherited.md's RFC 0009 table, last column: per example, the higher (``platform``) and
+#: the lower (``app``) policy's Enforced reason, and what its message says of the rules not in force
 #: (or of its unset).
 ENFORCED: dict[str, dict[str, tuple[str, str]]] = {
     "a1": {"platform": ("PartiallyEnforced", "a, b (not applied: its atomic defaults were "

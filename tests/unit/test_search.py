@@ -1,4 +1,4 @@
-"""ACM search RBAC (README: RBAC reviews: search.filter, search.plan): a table and properties.
+"""ACM search RBAC (docs/api/reviews.md, search.filter and search.plan): a table and properties.
 
 The table follows search-v2-api's RBAC.md: hub rows need ``list`` (resourceNames
 honoured), managed clusters need ``create managedclusterviews`` in the cluster's namespace

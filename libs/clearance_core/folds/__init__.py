@@ -4,7 +4,7 @@ A fold reads the :class:`~clearance_core.model.Model`, records what to persist a
 whom the change concerns in a :class:`~clearance_core.model.Writes`, updates the model
 to match, and returns what happened (an outcome for metrics, statuses to publish). It
 raises only :class:`~clearance_core.errors.InvalidObject` for objects it cannot read;
-the compiler treats anything else as the object's failure too (README: Events).
+the compiler treats anything else as the object's failure too (docs/api/events.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""AccessPolicy (README: Inherited): compile, keep every target's effective policy current,
+"""AccessPolicy (docs/guide/inherited.md): compile, keep every target's effective policy current,
 report RFC 0009 conditions.
 
 The model's :class:`~clearance_core.inherit_index.InheritanceIndex` does the work: each

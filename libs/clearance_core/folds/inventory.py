@@ -68,7 +68,7 @@ def fold_cluster_event(model: Model, tx: Writes, event: FoldEvent) -> FoldResult
         tx.invalidate.clusters.add(name)
     if (previous is None) != (labels is None):
         # The inventory's names changed: answers about a cluster outside it warned, and
-        # suggested the closest name (README: Warnings).
+        # suggested the closest name (docs/api/README.md: Warnings).
         tx.invalidate.unknown = True
     tx.invalidate.within = {name}
     return result

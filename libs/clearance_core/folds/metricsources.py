@@ -43,7 +43,7 @@ def fold(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
             tx.announce.update(inherited)
             tx.invalidate.update(inherited)
             # Answers about the type warned that no one declares it (or will): they go,
-            # here and in clients' caches (README: Warnings).
+            # here and in clients' caches (docs/api/README.md: Warnings).
             tx.invalidate.unknown = True
             tx.announce.all = True
         if in_force is None:

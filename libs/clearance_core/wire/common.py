@@ -16,7 +16,7 @@ FieldValue = str | int | float | bool | None
 
 
 class Principal(msgspec.Struct, kw_only=True, frozen=True):
-    """Who is asking, as asserted by the calling service (README: Principals)."""
+    """Who is asking, as asserted by the calling service (docs/api/README.md: Principals)."""
 
     username: str
     groups: Groups = []
@@ -39,7 +39,7 @@ TimeoutMs = Annotated[int, msgspec.Meta(ge=0, le=60_000)]
 
 
 class RequestBase(msgspec.Struct, kw_only=True):
-    """Fields every request subject accepts (README: Conventions)."""
+    """Fields every request subject accepts (docs/api/README.md: Conventions)."""
 
     request_id: str | None = None
     min_revision: Revision | None = None

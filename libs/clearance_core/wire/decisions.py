@@ -1,4 +1,5 @@
-"""Checks, batches, status and the principal-wide views (README: Events; The API)."""
+"""Checks, batches, status and the principal-wide views (docs/api/events.md;
+docs/api/decisions.md)."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ class ClusterPermissions(msgspec.Struct, kw_only=True):
 
 class PermissionsReply(msgspec.Struct, kw_only=True):
     clusters: dict[str, ClusterPermissions]
-    #: An extension (README: Warnings), absent when there is nothing to say: the names
+    #: An extension (docs/api/README.md: Warnings), absent when there is nothing to say: the names
     #: the question uses that Clearance does not know. It changes no decision.
     warnings: list[str] | msgspec.UnsetType = msgspec.UNSET
     revision: int
@@ -125,7 +126,7 @@ class CheckResult(msgspec.Struct, kw_only=True):
     filters: dict[str, Any] | None = None
     cached: bool = False
     trace: list[TraceStep] | msgspec.UnsetType = msgspec.UNSET
-    #: An extension (README: Warnings), absent when there is nothing to say: the names
+    #: An extension (docs/api/README.md: Warnings), absent when there is nothing to say: the names
     #: the question uses that Clearance does not know. It changes no decision.
     warnings: list[str] | msgspec.UnsetType = msgspec.UNSET
     revision: int | msgspec.UnsetType = msgspec.UNSET

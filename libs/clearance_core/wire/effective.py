@@ -1,5 +1,6 @@
-"""Inherited AccessPolicies on the wire (README: Inherited): targets, ``clearance.v1.effective``,
-``clearance.v1.effective.reach`` and ``clearance.v1.effective.simulate``.
+"""Inherited AccessPolicies on the wire (docs/guide/inherited.md): targets,
+``clearance.v1.effective``, ``clearance.v1.effective.reach`` and
+``clearance.v1.effective.simulate``.
 
 :class:`Target` is the core's own type too (``clearance_core.hierarchy`` re-exports it),
 so the kinds a request may name are the kinds the merge knows, and no string is
@@ -179,7 +180,7 @@ class SimulateReply(msgspec.Struct, kw_only=True):
     #: there names (and the users of the Groups it names), on the target itself and on
     #: each type those rules filter.
     access: list[AccessChange] = []
-    #: Set when ``access`` is cut by its bounds (README: Inherited).
+    #: Set when ``access`` is cut by its bounds (docs/guide/inherited.md).
     truncated: AccessTruncated | None = None
     revision: int = 0
     request_id: str | msgspec.UnsetType | None = msgspec.UNSET

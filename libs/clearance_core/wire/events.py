@@ -1,4 +1,4 @@
-"""The event stream and the events Clearance publishes (README: Events)."""
+"""The event stream and the events Clearance publishes (docs/api/events.md)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from clearance_core.wire.common import EventType
 
 
 class Event(msgspec.Struct, kw_only=True):
-    """One change on ``clearance.events.<kind>.<id>`` (README: Events)."""
+    """One change on ``clearance.events.<kind>.<id>`` (docs/api/events.md)."""
 
     type: EventType
     object: dict[str, Any]

@@ -1,4 +1,5 @@
-"""Request size limits (README: Conventions): exceeding one is a ``bad_request`` naming it.
+"""Request size limits (docs/api/README.md: Conventions): exceeding one is a ``bad_request`` naming
+it.
 
 List lengths are declared on the wire Structs (``msgspec.Meta(max_length=...)``), so the
 decoder refuses an oversized list before the service touches it, the message names the

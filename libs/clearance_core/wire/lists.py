@@ -1,4 +1,5 @@
-"""Filtered lists, cluster metrics and custom types (README: Policy semantics; The API)."""
+"""Filtered lists, cluster metrics and custom types (docs/guide/monitor-access-policies.md;
+docs/api/decisions.md)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ class FilterReply(msgspec.Struct, kw_only=True):
     total: int
     visible: int
     aggregations: dict[str, Any] | None
-    #: An extension (README: Warnings), absent when there is nothing to say: the names
+    #: An extension (docs/api/README.md: Warnings), absent when there is nothing to say: the names
     #: the question uses that Clearance does not know. It changes no decision.
     warnings: list[str] | msgspec.UnsetType = msgspec.UNSET
     revision: int
@@ -78,7 +79,7 @@ class MetricsReply(msgspec.Struct, kw_only=True):
     decision: DecisionKind
     metrics: dict[str, float]
     filtered: bool
-    #: An extension (README: Warnings), absent when there is nothing to say: the names
+    #: An extension (docs/api/README.md: Warnings), absent when there is nothing to say: the names
     #: the question uses that Clearance does not know. It changes no decision.
     warnings: list[str] | msgspec.UnsetType = msgspec.UNSET
     revision: int
@@ -93,7 +94,7 @@ class CustomTypesRequest(PrincipalBase, kw_only=True):
 
 class CustomTypesReply(msgspec.Struct, kw_only=True):
     types: list[str]
-    #: An extension (README: Warnings), absent when there is nothing to say: the names
+    #: An extension (docs/api/README.md: Warnings), absent when there is nothing to say: the names
     #: the question uses that Clearance does not know. It changes no decision.
     warnings: list[str] | msgspec.UnsetType = msgspec.UNSET
     revision: int

@@ -1,4 +1,4 @@
-"""Kubernetes access reviews and ACM search (README: RBAC reviews)."""
+"""Kubernetes access reviews and ACM search (docs/api/reviews.md)."""
 
 from __future__ import annotations
 

@@ -191,7 +191,7 @@ LISTED = 5
 
 
 def warnings_of(reply: dict[str, Any]) -> list[str]:
-    """A reply's warnings (README: Warnings): its own, then a batch's, each text once
+    """A reply's warnings (docs/api/README.md: Warnings): its own, then a batch's, each text once
     with the checks (``#i``) it concerns."""
     found = [str(w) for w in _listed(reply.get("warnings"))]
     results = reply.get("results")

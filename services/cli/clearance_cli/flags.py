@@ -92,7 +92,8 @@ def output_flags(default: str) -> argparse.ArgumentParser:
 
 def principal(parser: argparse.ArgumentParser, *, required: bool = True,
               email: bool = True) -> None:
-    """Who is asking (README: Principals); ``--as``/``--as-group`` are kubectl's spellings."""
+    """Who is asking (docs/api/README.md: Principals); ``--as``/``--as-group`` are kubectl's
+    spellings."""
     parser.add_argument("--user", "--as", dest="user", required=required, metavar="USER",
                         help="the principal's username")
     parser.add_argument("--group", "--as-group", dest="groups", action="append", default=[],

@@ -1,5 +1,5 @@
 """``clearance effective``, ``clearance simulate`` and ``clearance reach``: inherited
-AccessPolicies from a shell (README: Inherited).
+AccessPolicies from a shell (docs/guide/inherited.md).
 
 Targets are written ``fleet``, ``clusterset/NAME``, ``cluster/NAME`` or
 ``namespace/CLUSTER/NAME``, and printed the same way, so a target from ``reach`` or

@@ -1,5 +1,5 @@
 """``filter``, ``metrics`` and ``custom-types``: lists and metrics as a principal may see
-them (README: The API); the items come from a file, as a UI would send them."""
+them (docs/api/decisions.md); the items come from a file, as a UI would send them."""
 
 from __future__ import annotations
 

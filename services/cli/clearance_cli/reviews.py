@@ -1,5 +1,5 @@
 """``can-i`` (``--list``), ``who-can``, ``search`` and ``search-plan``: Kubernetes access
-reviews and ACM search (README: RBAC reviews), with kubectl's syntax and exit statuses."""
+reviews and ACM search (docs/api/reviews.md), with kubectl's syntax and exit statuses."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ the revision (with an empty change record), so ``clearance.v1.status`` keeps mov
 a bad message never blocks the pipeline.
 
 Anything other than a store/bus outage raised while folding or committing one object is
-that object's failure (README: Events): it is withdrawn, its status says why, it is
+that object's failure (docs/api/events.md): it is withdrawn, its status says why, it is
 counted, and the checkpoint moves past it so a restart never replays into it. Such a
 failure is committed on its own: the events batched before it are committed first (the
 model is then reloaded, since the failed fold may have left half of its change in it),

@@ -1,1 +1,1 @@
-"""The ops console: a web page over public NATS subjects (README "Ops console")."""
+"""The ops console: a web page over public NATS subjects (docs/guide/console.md)."""

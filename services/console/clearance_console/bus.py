@@ -1,5 +1,5 @@
 """The console's one NATS connection: what it listens to, what it polls, and the timed
-request every other part goes through. Public subjects only (README "Ops console"), so
+request every other part goes through. Public subjects only (docs/guide/console.md), so
 the console works with the ``operator`` role of ``deploy/nats/accounts.conf``."""
 
 from __future__ import annotations
@@ -87,8 +87,8 @@ class Bus:
         text = str(exc)
         if "ermissions" in text and "clearance.events" in text:
             self.live.events_denied = (
-                "this NATS user may not subscribe to clearance.events.> (see README "
-                "'Ops console'); event flow per kind is not shown")
+                "this NATS user may not subscribe to clearance.events.> (see "
+                "docs/guide/console.md); event flow per kind is not shown")
         log.warning("console_nats_error", error=text)
 
     async def _on_event(self, msg: Msg) -> None:

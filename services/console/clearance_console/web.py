@@ -9,8 +9,8 @@ Server-Sent Events stream of the live snapshot.
 
 It binds to 127.0.0.1 unless told otherwise; every request passes the guard (``guard.py``:
 its Host, same-origin API calls, JSON writes, the optional token) and the bounds of
-``clearance_runtime.httpserve``; what it can do is what its NATS user may do (README
-"Ops console").
+``clearance_runtime.httpserve``; what it can do is what its NATS user may do (docs/guide/console.md,
+\"Ops console\").
 """
 
 from __future__ import annotations

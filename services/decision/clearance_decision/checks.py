@@ -81,8 +81,8 @@ class Checks:
         """One reply per body, in order, for checks that arrived together (``route``: the
         check route).
 
-        Requests are isolated (README: Conventions): whatever one body holds, it can only
-        fall out of the fast path, and the slow path answers each body on its own, so its
+        Requests are isolated (docs/api/README.md: Conventions): whatever one body holds, it can
+        only fall out of the fast path, and the slow path answers each body on its own, so its
         error reply is its own and never its neighbours'.
         """
         replies: list[bytes | None] = [None] * len(bodies)

@@ -240,7 +240,7 @@ class Decider:
             result.warnings = warned.all()
         if self._cache.ttl_ms > 0:
             outcome = decision.outcome
-            # Warnings are cached with the answer, and leave with it (README: Warnings):
+            # Warnings are cached with the answer, and leave with it (docs/api/README.md: Warnings):
             # one about a cluster or a type joins the index every change of the
             # inventory's or the declared types' names drops; one about the principal
             # carries the "not in the inventory" header, which every invalidation naming

@@ -1,4 +1,4 @@
-"""Inherited AccessPolicies (README: Inherited): ``clearance.v1.effective``,
+"""Inherited AccessPolicies (docs/guide/inherited.md): ``clearance.v1.effective``,
 ``clearance.v1.effective.reach`` and ``clearance.v1.effective.simulate``.
 
 All three answer from what the compiler stored: ``effective`` reads the effective policies

@@ -104,5 +104,5 @@ class Lists:
 
 
 def _warned(warnings: list[str]) -> list[str] | msgspec.UnsetType:
-    """A reply's ``warnings``: absent when there is none (README: Warnings)."""
+    """A reply's ``warnings``: absent when there is none (docs/api/README.md: Warnings)."""
     return warnings or msgspec.UNSET

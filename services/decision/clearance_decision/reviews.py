@@ -1,4 +1,4 @@
-"""Kubernetes and OpenShift access reviews over NATS (README: RBAC reviews).
+"""Kubernetes and OpenShift access reviews over NATS (docs/api/reviews.md).
 
 ``review.subject`` takes a SubjectAccessReview exactly as a Kubernetes client sends it and
 returns the same object with its ``status``; ``review.rules`` answers in the
@@ -99,7 +99,7 @@ class Reviews:
         allowed, reason, error = index.allowed(attrs, spec.user, groups)
         if not allowed:
             # The status has no warnings member: a deny's reason says which name of the
-            # question no rule uses — a misspelled verb or resource (README: RBAC reviews).
+            # question no rule uses — a misspelled verb or resource (docs/api/reviews.md).
             reason = "; ".join([*([reason] if reason else []), *index.unnamed(attrs)])
         status = SubjectAccessReviewStatus(allowed=allowed, reason=reason)
         if error:
