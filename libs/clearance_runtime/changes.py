@@ -3,7 +3,9 @@
 A :class:`Transaction` records, in order, the Redis commands one event's fold implies
 (``clearance_core.model.Writes``) and whom the change concerns; :meth:`Transaction.seal`
 appends the event's change record (``clr:changes``, id ``<revision>-0``), which the
-cache-invalidator and the decision replicas' mirrors follow. Committing is
+cache-invalidator and the decision replicas' mirrors follow: it says whom the change
+concerns (``r``) and carries the new value of every mirrored field the event wrote
+(``v``), so a mirror applies it without reading the store back. Committing is
 :mod:`.commits`' concern: the sealed commands of many events go to Redis in one fenced
 script call.
 """
@@ -80,10 +82,23 @@ def _json_text(value: Any) -> str:
     return _json.encode(value).decode()
 
 
-#: The hashes a decision replica mirrors (:mod:`.mirror`): everything a check's snapshot
-#: reads. Policy indexes and Group memberships are derived from them by the mirror.
+#: The hashes a decision replica mirrors (:mod:`.mirror`): everything its reads of
+#: compiled state need (a check's snapshot, a review's RBAC index). Policy indexes and
+#: Group memberships are derived from them by the mirror.
 MIRRORED = frozenset({keys.POLICIES, keys.GROUPS, keys.CLUSTERS, keys.EFFECTIVE,
-                      keys.SOURCES, keys.ACCESS_POLICIES})
+                      keys.SOURCES, keys.ACCESS_POLICIES, keys.RBAC})
+#: Hashes of which a mirror needs only which fields exist: a record carries an empty
+#: value for them (a compiled AccessPolicy is read only by the compiler and the
+#: simulation, and carrying it would only make records larger).
+_PRESENCE_ONLY = frozenset({keys.ACCESS_POLICIES})
+#: A record's values at most (bytes, encoded): a change carrying more (a Group of
+#: hundreds of thousands of users, an AccessPolicy reaching every cluster) leaves them
+#: out, and a mirror reading such a record reloads instead. Records are kept in the
+#: stream for a while (``CHANGES_KEPT``): this bounds what they cost.
+VALUES_MAX_BYTES = 1 << 20
+#: Change records kept (approximately: Valkey trims whole nodes), counted in revisions
+#: back from the newest: a mirror or invalidator further behind finds its records gone.
+CHANGES_KEPT = 10_000
 _EFFECTIVE_IN = keys.prefix(keys.effective_in)
 _MEMBER_OF = keys.prefix(keys.member_of)
 
@@ -113,9 +128,10 @@ class _Recorder:
 
     def __init__(self) -> None:
         self.commands: list[tuple[Any, ...]] = []
-        #: (hash, field) of every mirrored field written, once each, in order: the
-        #: change record's ``w`` field, which a mirror re-reads to follow the change.
-        self.mirrored: dict[tuple[str, str], None] = {}
+        #: (hash, field) -> the new value (None: deleted) of every mirrored field
+        #: written, the last write's, in the order first written: the change record's
+        #: ``v`` field, which a mirror applies to follow the change.
+        self.mirrored: dict[tuple[str, str], Any] = {}
 
     def set(self, key: str, value: Any) -> None:
         self.commands.append(("SET", key, word(value)))
@@ -123,7 +139,7 @@ class _Recorder:
     def hset(self, key: str, field: str, value: Any) -> None:
         self.commands.append(("HSET", key, field, word(value)))
         if is_mirrored(key):
-            self.mirrored[key, field] = None
+            self.mirrored[key, field] = b"" if key in _PRESENCE_ONLY else value
 
     def hdel(self, key: str, field: str) -> None:
         self.commands.append(("HDEL", key, field))
@@ -153,14 +169,14 @@ class Transaction(InheritWrites):
         return self._pipe.commands
 
     def seal(self, *, kind: str = "", published_ms: int | None = None) -> list[tuple[Any, ...]]:
-        """The event's commands, its change record appended (with the mirrored fields
-        they write): everything to commit for it but the checkpoint."""
+        """The event's commands, its change record appended (with the new values of the
+        mirrored fields they write, unless over :data:`VALUES_MAX_BYTES`): everything to
+        commit for it but the checkpoint."""
         record = _RecordOut(revision=self.seq, invalidate=self.invalidate,
                             announce=self.announce, kind=kind, published_ms=published_ms)
         commands = self._pipe.commands
         commands.append(("XADD", keys.CHANGES, f"{self.seq}-0", "r",
-                         _record_json(record).decode(),
-                         "w", _json_text(list(self._pipe.mirrored))))
+                         _record_json(record).decode(), *_values(self._pipe.mirrored)))
         return commands
 
     def put_policy(
@@ -205,16 +221,12 @@ class Transaction(InheritWrites):
             self._pipe.hset(keys.CLUSTERS, name, _json_text(labels))
 
     def put_rbac(self, seq: int, key: str, value: Role | Binding | None) -> None:
-        """A Role, ClusterRole or binding, compiled (``None``: deleted or invalid), with
-        the RBAC revision and an entry on the RBAC change log: readers apply the entries
-        after the revision they hold (:mod:`.rbac_store`)."""
-        blob = None if value is None else rbac_store.encode(value)
-        if blob is None:
+        """A Role, ClusterRole or binding, compiled (``None``: deleted or invalid); the
+        change record carries it to the decision services' mirrors (:mod:`.mirror`)."""
+        if value is None:
             self._pipe.hdel(keys.RBAC, key)
         else:
-            self._pipe.hset(keys.RBAC, key, blob)
-        self._pipe.set(keys.RBAC_REV, seq)
-        self._pipe.commands.append(tuple(map(word, rbac_store.log_entry(seq, key, blob))))
+            self._pipe.hset(keys.RBAC, key, rbac_store.encode(value))
 
     def put_cluster_set(self, name: str, *, present: bool) -> None:
         if present:
@@ -238,6 +250,13 @@ class Transaction(InheritWrites):
             self._pipe.hdel(keys.GROUPS, name)
         else:
             self._pipe.hset(keys.GROUPS, name, _json_text(users))
+
+
+def _values(mirrored: dict[tuple[str, str], Any]) -> tuple[Any, ...]:
+    """The record's ``v`` field: msgpack ``[[hash, field, value or nil], ...]``; none
+    when too large (a mirror then reloads)."""
+    blob = _msgpack.encode([(key, field, value) for (key, field), value in mirrored.items()])
+    return ("v", as_str(blob)) if len(blob) <= VALUES_MAX_BYTES else ()
 
 
 def _index_keys(policy: CompiledPolicy | None) -> set[str]:

@@ -54,13 +54,10 @@ async def publish(system: System, kind: str, obj: dict[str, Any]) -> int:
     raise TimeoutError("no events stream")
 
 
-@pytest.fixture(params=[True, False], ids=["mirror", "lua-snapshot"])
-async def system(clean_servers: Servers, request: pytest.FixtureRequest
-                 ) -> AsyncIterator[System]:
-    """The services that answer, fed straight through the stream; a miss answered from
-    the decision service's mirror, or with a snapshot script per miss."""
+@pytest.fixture
+async def system(clean_servers: Servers) -> AsyncIterator[System]:
+    """The services that answer, fed straight through the stream."""
     sys_ = System(clean_servers.nats_url, clean_servers.redis_url, None)
-    sys_.settings = msgspec.structs.replace(sys_.settings, decision_mirror=request.param)
     await sys_.start("compiler", "cache-invalidator", "decision")
     await publish(sys_, "managedcluster", cluster(EAST))
     await publish(sys_, "managedcluster", cluster("dev-1"))
