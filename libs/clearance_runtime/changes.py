@@ -100,7 +100,6 @@ VALUES_MAX_BYTES = 1 << 20
 #: back from the newest: a mirror or invalidator further behind finds its records gone.
 CHANGES_KEPT = 10_000
 _EFFECTIVE_IN = keys.prefix(keys.effective_in)
-_MEMBER_OF = keys.prefix(keys.member_of)
 
 
 def is_mirrored(key: str) -> bool:
@@ -186,11 +185,8 @@ class Transaction(InheritWrites):
         new: CompiledPolicy | None,
         obj: bytes | None,
     ) -> None:
-        old_idx, new_idx = _index_keys(previous), _index_keys(new)
-        for index_key in old_idx - new_idx:
-            self._pipe.srem(index_key, key)
-        for index_key in new_idx - old_idx:
-            self._pipe.sadd(index_key, key)
+        # No index sets: the decision service's mirror derives the policy indexes from
+        # the policies the change records carry, and nothing else reads them.
         if new is None:
             self._pipe.hdel(keys.POLICIES, key)
         else:
@@ -241,11 +237,7 @@ class Transaction(InheritWrites):
             self._pipe.srem(keys.NAMESPACES, name)
 
     def put_group(self, name: str, previous: list[str] | None, users: list[str] | None) -> None:
-        old, new = set(previous or ()), set(users or ())
-        # One command per member: built in place (a Group lists thousands).
-        commands = self._pipe.commands
-        commands += [("SREM", f"{_MEMBER_OF}{user}", name) for user in old - new]
-        commands += [("SADD", f"{_MEMBER_OF}{user}", name) for user in new - old]
+        # The users' memberships are derived by the mirror (nothing else reads them).
         if users is None:
             self._pipe.hdel(keys.GROUPS, name)
         else:
@@ -258,13 +250,3 @@ def _values(mirrored: dict[tuple[str, str], Any]) -> tuple[Any, ...]:
     blob = _msgpack.encode([(key, field, value) for (key, field), value in mirrored.items()])
     return ("v", as_str(blob)) if len(blob) <= VALUES_MAX_BYTES else ()
 
-
-def _index_keys(policy: CompiledPolicy | None) -> set[str]:
-    if policy is None:
-        return set()
-    return (
-        {keys.policy_by_user(u) for u in policy.users}
-        | {keys.policy_by_sa(sa) for sa in policy.service_accounts}
-        | {keys.policy_by_group(g) for g in policy.groups}
-        | {keys.policy_by_type(t) for t in policy.custom_types}
-    )

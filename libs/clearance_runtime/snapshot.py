@@ -19,16 +19,6 @@ from clearance_core.merge import EffectivePolicy, EffectiveRule
 from clearance_core.placement import NamespaceIndex
 from clearance_core.policy import CompiledPolicy
 from clearance_core.principal import Identity
-from clearance_runtime import keys
-from clearance_runtime.inherit_store import location
-
-_MEMBER_OF = keys.prefix(keys.member_of)
-_BY_USER = keys.prefix(keys.policy_by_user)
-_BY_SA = keys.prefix(keys.policy_by_sa)
-_BY_GROUP = keys.prefix(keys.policy_by_group)
-_EFFECTIVE_IN = keys.prefix(keys.effective_in)
-_FLEET_FIELD = location(hierarchy.FLEET)[1]
-_CLUSTER_FIELD = location(hierarchy.cluster(""))[1]  # + the cluster's name
 
 _labels = msgspec.json.Decoder(dict[str, str])
 
