@@ -107,6 +107,29 @@ def is_mirrored(key: str) -> bool:
     return key in MIRRORED or key.startswith(_EFFECTIVE_IN)
 
 
+def trimmed_past(info: dict[str, Any]) -> int:
+    """From the change stream's XINFO STREAM, the revision up to which records may be
+    gone (0: none ever was). Trimming removes the oldest records only, so when any went
+    (more added than held), every record before the first held may be gone; one after
+    it cannot be. (Valkey's ``max-deleted-entry-id`` counts XDEL only, not trims, and
+    revisions skip numbers — the events stream keeps the latest message per object — so
+    the first record held alone does not say whether one before it went.)"""
+    if int(info.get("entries-added") or 0) <= int(info.get("length") or 0):
+        return 0
+    first = info.get("first-entry")
+    if first:
+        return _id_revision(first[0]) - 1
+    return _id_revision(info.get("last-generated-id") or b"0-0")
+
+
+def _id_revision(entry_id: bytes | str) -> int:
+    return int(_text(entry_id).partition("-")[0])
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def word(value: Any) -> Any:
     """A command word as the commit script's ``cmsgpack`` reads it: Lua's cmsgpack knows
     no bin type, hence a blob as a msgpack *str* (any bytes fit in a Lua string), and a
@@ -174,7 +197,12 @@ class Transaction(InheritWrites):
         record = _RecordOut(revision=self.seq, invalidate=self.invalidate,
                             announce=self.announce, kind=kind, published_ms=published_ms)
         commands = self._pipe.commands
-        commands.append(("XADD", keys.CHANGES, f"{self.seq}-0", "r",
+        # The writer bounds the stream: records older than CHANGES_KEPT revisions go
+        # (approximately, whole nodes at a time). A reader further behind finds them
+        # trimmed (the stream's max-deleted-entry-id passed its revision) and reloads
+        # (a mirror) or drops every cached answer (the invalidator).
+        trim = ("MINID", "~", str(self.seq - CHANGES_KEPT)) if self.seq > CHANGES_KEPT else ()
+        commands.append(("XADD", keys.CHANGES, *trim, f"{self.seq}-0", "r",
                          _record_json(record).decode(), *_values(self._pipe.mirrored)))
         return commands
 

@@ -38,6 +38,7 @@ from clearance_core.placement import NamespaceIndex
 from clearance_core.policy import CompiledPolicy
 from clearance_core.principal import Identity
 from clearance_runtime import health, keys
+from clearance_runtime.changes import trimmed_past
 from clearance_runtime.coalesce import Coalescer
 from clearance_runtime.inherit_store import decode_effective, location
 from clearance_runtime.rbac_store import RbacMirror
@@ -174,11 +175,14 @@ class StateMirror:
                 pipe.get(keys.BUILT)
                 pipe.get(keys.REV)
                 pipe.get(keys.INVALIDATED_REV)
-                pipe.xrange(keys.CHANGES, count=1)
+                pipe.xinfo_stream(keys.CHANGES)
                 pipe.xrange(keys.CHANGES, min=f"({self.rev}-0", count=CATCH_UP_MAX + 1)
-                built, rev, irev, first, records = await pipe.execute()
+                built, rev, irev, info, records = await pipe.execute(raise_on_error=False)
+            for reply in (built, rev, irev, records):
+                if isinstance(reply, Exception):
+                    raise reply
             rev = _s(rev or b"0")
-            changes = self._changes(rev, first, records) if built == self.built else None
+            changes = self._changes(rev, info, records) if built == self.built else None
             if changes is not None:
                 for blob in changes:
                     for key, field, value in _values(blob):
@@ -191,14 +195,14 @@ class StateMirror:
                 return int(irev or 0)
         return await self._load()
 
-    def _changes(self, rev: str, first: list[Any], records: list[Any]) -> list[bytes] | None:
+    def _changes(self, rev: str, info: Any, records: list[Any]) -> list[bytes] | None:
         """The values of the records from the mirror's checkpoint to ``rev``, or None
         when only a whole load can bring the mirror there."""
         assert self.rev is not None
         if rev == self.rev:
             return []
-        if not first or _revision(first[0][0]) > int(self.rev):
-            return None  # trimmed past the checkpoint: what changed is not known
+        if isinstance(info, Exception) or trimmed_past(info) > int(self.rev):
+            return None  # no stream, or trimmed past the checkpoint: changes unknown
         if len(records) > CATCH_UP_MAX:
             return None
         found = [fields.get(b"v") for _, fields in records]
