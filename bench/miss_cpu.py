@@ -5,7 +5,7 @@ decision process spends per answered check (from /proc) move much less, so they 
 two versions of the code run one after the other. The bench fleet of ``run.py``; every
 uncached question new (an extra asserted group), 64 in flight.
 
-    python bench/miss_cpu.py [--groups N] [--mirror true|false]
+    python bench/miss_cpu.py [--groups N]
 
 To compare with another checkout, put its ``libs`` and ``services/*`` first on
 PYTHONPATH: the services are started with this environment.
@@ -43,11 +43,9 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--groups", type=int, default=1,
                         help="groups the principal is in (its candidate policies grow)")
-    parser.add_argument("--mirror", default="true",
-                        help="CLEARANCE_DECISION_MIRROR for the decision process")
     parser.add_argument("--seconds", type=float, default=4.0)
     args = parser.parse_args()
-    srv = run.start_servers("clearance-miss-", CLEARANCE_DECISION_MIRROR=args.mirror)
+    srv = run.start_servers("clearance-miss-")
     procs = [run.spawn([run.CLEARANCE, "run", name], srv.env)
              for name in ("compiler", "cache-invalidator", "decision")]
     decision = procs[-1]
@@ -75,7 +73,7 @@ async def main() -> None:
             spent = cpu_seconds(decision.pid) - used
             print(f"{label}: {rate:.0f} req/s, p50 {pct(lat, 50):.1f} ms at 64 in flight; "
                   f"decision CPU {spent / (rate * args.seconds) * 1e6:.0f} us per check "
-                  f"(groups={args.groups}, mirror={args.mirror}, "
+                  f"(groups={args.groups}, "
                   f"PYTHONPATH={os.environ.get('PYTHONPATH', '-')[:60]})", flush=True)
         await nc.close()
     finally:

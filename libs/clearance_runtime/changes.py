@@ -3,7 +3,9 @@
 A :class:`Transaction` records, in order, the Redis commands one event's fold implies
 (``clearance_core.model.Writes``) and whom the change concerns; :meth:`Transaction.seal`
 appends the event's change record (``clr:changes``, id ``<revision>-0``), which the
-cache-invalidator and the decision replicas' mirrors follow. Committing is
+cache-invalidator and the decision replicas' mirrors follow: it says whom the change
+concerns (``r``) and carries the new value of every mirrored field the event wrote
+(``v``), so a mirror applies it without reading the store back. Committing is
 :mod:`.commits`' concern: the sealed commands of many events go to Redis in one fenced
 script call.
 """
@@ -80,17 +82,52 @@ def _json_text(value: Any) -> str:
     return _json.encode(value).decode()
 
 
-#: The hashes a decision replica mirrors (:mod:`.mirror`): everything a check's snapshot
-#: reads. Policy indexes and Group memberships are derived from them by the mirror.
+#: The hashes a decision replica mirrors (:mod:`.mirror`): everything its reads of
+#: compiled state need (a check's snapshot, a review's RBAC index). Policy indexes and
+#: Group memberships are derived from them by the mirror.
 MIRRORED = frozenset({keys.POLICIES, keys.GROUPS, keys.CLUSTERS, keys.EFFECTIVE,
-                      keys.SOURCES, keys.ACCESS_POLICIES})
+                      keys.SOURCES, keys.ACCESS_POLICIES, keys.RBAC})
+#: Hashes of which a mirror needs only which fields exist: a record carries an empty
+#: value for them (a compiled AccessPolicy is read only by the compiler and the
+#: simulation, and carrying it would only make records larger).
+_PRESENCE_ONLY = frozenset({keys.ACCESS_POLICIES})
+#: A record's values at most (bytes, encoded): a change carrying more (a Group of
+#: hundreds of thousands of users, an AccessPolicy reaching every cluster) leaves them
+#: out, and a mirror reading such a record reloads instead. Records are kept in the
+#: stream for a while (``CHANGES_KEPT``): this bounds what they cost.
+VALUES_MAX_BYTES = 1 << 20
+#: Change records kept (approximately: Valkey trims whole nodes), counted in revisions
+#: back from the newest: a mirror or invalidator further behind finds its records gone.
+CHANGES_KEPT = 10_000
 _EFFECTIVE_IN = keys.prefix(keys.effective_in)
-_MEMBER_OF = keys.prefix(keys.member_of)
 
 
 def is_mirrored(key: str) -> bool:
     """Whether a mirror follows the hash ``key``."""
     return key in MIRRORED or key.startswith(_EFFECTIVE_IN)
+
+
+def trimmed_past(info: dict[str, Any]) -> int:
+    """From the change stream's XINFO STREAM, the revision up to which records may be
+    gone (0: none ever was). Trimming removes the oldest records only, so when any went
+    (more added than held), every record before the first held may be gone; one after
+    it cannot be. (Valkey's ``max-deleted-entry-id`` counts XDEL only, not trims, and
+    revisions skip numbers — the events stream keeps the latest message per object — so
+    the first record held alone does not say whether one before it went.)"""
+    if int(info.get("entries-added") or 0) <= int(info.get("length") or 0):
+        return 0
+    first = info.get("first-entry")
+    if first:
+        return _id_revision(first[0]) - 1
+    return _id_revision(info.get("last-generated-id") or b"0-0")
+
+
+def _id_revision(entry_id: bytes | str) -> int:
+    return int(_text(entry_id).partition("-")[0])
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def word(value: Any) -> Any:
@@ -113,9 +150,10 @@ class _Recorder:
 
     def __init__(self) -> None:
         self.commands: list[tuple[Any, ...]] = []
-        #: (hash, field) of every mirrored field written, once each, in order: the
-        #: change record's ``w`` field, which a mirror re-reads to follow the change.
-        self.mirrored: dict[tuple[str, str], None] = {}
+        #: (hash, field) -> the new value (None: deleted) of every mirrored field
+        #: written, the last write's, in the order first written: the change record's
+        #: ``v`` field, which a mirror applies to follow the change.
+        self.mirrored: dict[tuple[str, str], Any] = {}
 
     def set(self, key: str, value: Any) -> None:
         self.commands.append(("SET", key, word(value)))
@@ -123,7 +161,7 @@ class _Recorder:
     def hset(self, key: str, field: str, value: Any) -> None:
         self.commands.append(("HSET", key, field, word(value)))
         if is_mirrored(key):
-            self.mirrored[key, field] = None
+            self.mirrored[key, field] = b"" if key in _PRESENCE_ONLY else value
 
     def hdel(self, key: str, field: str) -> None:
         self.commands.append(("HDEL", key, field))
@@ -153,14 +191,19 @@ class Transaction(InheritWrites):
         return self._pipe.commands
 
     def seal(self, *, kind: str = "", published_ms: int | None = None) -> list[tuple[Any, ...]]:
-        """The event's commands, its change record appended (with the mirrored fields
-        they write): everything to commit for it but the checkpoint."""
+        """The event's commands, its change record appended (with the new values of the
+        mirrored fields they write, unless over :data:`VALUES_MAX_BYTES`): everything to
+        commit for it but the checkpoint."""
         record = _RecordOut(revision=self.seq, invalidate=self.invalidate,
                             announce=self.announce, kind=kind, published_ms=published_ms)
         commands = self._pipe.commands
-        commands.append(("XADD", keys.CHANGES, f"{self.seq}-0", "r",
-                         _record_json(record).decode(),
-                         "w", _json_text(list(self._pipe.mirrored))))
+        # The writer bounds the stream: records older than CHANGES_KEPT revisions go
+        # (approximately, whole nodes at a time). A reader further behind finds them
+        # trimmed (the stream's max-deleted-entry-id passed its revision) and reloads
+        # (a mirror) or drops every cached answer (the invalidator).
+        trim = ("MINID", "~", str(self.seq - CHANGES_KEPT)) if self.seq > CHANGES_KEPT else ()
+        commands.append(("XADD", keys.CHANGES, *trim, f"{self.seq}-0", "r",
+                         _record_json(record).decode(), *_values(self._pipe.mirrored)))
         return commands
 
     def put_policy(
@@ -170,11 +213,8 @@ class Transaction(InheritWrites):
         new: CompiledPolicy | None,
         obj: bytes | None,
     ) -> None:
-        old_idx, new_idx = _index_keys(previous), _index_keys(new)
-        for index_key in old_idx - new_idx:
-            self._pipe.srem(index_key, key)
-        for index_key in new_idx - old_idx:
-            self._pipe.sadd(index_key, key)
+        # No index sets: the decision service's mirror derives the policy indexes from
+        # the policies the change records carry, and nothing else reads them.
         if new is None:
             self._pipe.hdel(keys.POLICIES, key)
         else:
@@ -205,16 +245,12 @@ class Transaction(InheritWrites):
             self._pipe.hset(keys.CLUSTERS, name, _json_text(labels))
 
     def put_rbac(self, seq: int, key: str, value: Role | Binding | None) -> None:
-        """A Role, ClusterRole or binding, compiled (``None``: deleted or invalid), with
-        the RBAC revision and an entry on the RBAC change log: readers apply the entries
-        after the revision they hold (:mod:`.rbac_store`)."""
-        blob = None if value is None else rbac_store.encode(value)
-        if blob is None:
+        """A Role, ClusterRole or binding, compiled (``None``: deleted or invalid); the
+        change record carries it to the decision services' mirrors (:mod:`.mirror`)."""
+        if value is None:
             self._pipe.hdel(keys.RBAC, key)
         else:
-            self._pipe.hset(keys.RBAC, key, blob)
-        self._pipe.set(keys.RBAC_REV, seq)
-        self._pipe.commands.append(tuple(map(word, rbac_store.log_entry(seq, key, blob))))
+            self._pipe.hset(keys.RBAC, key, rbac_store.encode(value))
 
     def put_cluster_set(self, name: str, *, present: bool) -> None:
         if present:
@@ -229,23 +265,16 @@ class Transaction(InheritWrites):
             self._pipe.srem(keys.NAMESPACES, name)
 
     def put_group(self, name: str, previous: list[str] | None, users: list[str] | None) -> None:
-        old, new = set(previous or ()), set(users or ())
-        # One command per member: built in place (a Group lists thousands).
-        commands = self._pipe.commands
-        commands += [("SREM", f"{_MEMBER_OF}{user}", name) for user in old - new]
-        commands += [("SADD", f"{_MEMBER_OF}{user}", name) for user in new - old]
+        # The users' memberships are derived by the mirror (nothing else reads them).
         if users is None:
             self._pipe.hdel(keys.GROUPS, name)
         else:
             self._pipe.hset(keys.GROUPS, name, _json_text(users))
 
 
-def _index_keys(policy: CompiledPolicy | None) -> set[str]:
-    if policy is None:
-        return set()
-    return (
-        {keys.policy_by_user(u) for u in policy.users}
-        | {keys.policy_by_sa(sa) for sa in policy.service_accounts}
-        | {keys.policy_by_group(g) for g in policy.groups}
-        | {keys.policy_by_type(t) for t in policy.custom_types}
-    )
+def _values(mirrored: dict[tuple[str, str], Any]) -> tuple[Any, ...]:
+    """The record's ``v`` field: msgpack ``[[hash, field, value or nil], ...]``; none
+    when too large (a mirror then reloads)."""
+    blob = _msgpack.encode([(key, field, value) for (key, field), value in mirrored.items()])
+    return ("v", as_str(blob)) if len(blob) <= VALUES_MAX_BYTES else ()
+

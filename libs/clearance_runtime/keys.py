@@ -12,10 +12,6 @@ Compiled state (written only by the compiler, in one fenced Lua script per event
                             touches it, so a store holding a checkpoint without it was
                             flushed or replaced underneath and holds part of the state
     clr:pol                 HASH  "ns/name" -> msgpack CompiledPolicy
-    clr:pidx:u:<name>       SET   policy keys naming a user (username or email)
-    clr:pidx:sa:<username>  SET   policy keys naming a service account
-    clr:pidx:g:<group>      SET   policy keys naming a group
-    clr:pidx:t:<type>       SET   policy keys whose rules name a custom type
     clr:polraw              HASH  "ns/name" -> JSON policy object (to re-check it)
     clr:ms                  HASH  custom type -> msgpack CompiledSource in force for it
     clr:msobj2              HASH  MetricSource "ns/name" -> msgpack CompiledSource (every
@@ -26,14 +22,9 @@ Compiled state (written only by the compiler, in one fenced Lua script per event
     clr:rbac2               HASH  object key -> msgpack Role or Binding (clearance_core.rbac,
                                   compiled; ``rbac.object_key``: "Kind/ns/name", one format
                                   for the four kinds; invalid objects are absent)
-    clr:rbac:rev            revision of the last RBAC change
-    clr:rbac:log            STREAM one entry per RBAC change, id "<rev>-0": k (object key),
-                                  v (msgpack, absent when withdrawn); about the last
-                                  ``rbac_store.LOG_LENGTH`` kept, for readers to follow
     clr:rbac                (no longer written) RBAC as JSON objects, before they were
                                   stored compiled: a store holding it is rebuilt
     clr:grp                 HASH  group -> JSON sorted users
-    clr:memb:<user>         SET   groups listing the user (or email)
     clr:ap                  HASH  AccessPolicy "ns/name" -> msgpack CompiledAccessPolicy
                                   (valid ones only)
     clr:ap:bad              HASH  AccessPolicy "ns/name" -> why it is invalid
@@ -60,9 +51,13 @@ Compiled state (written only by the compiler, in one fenced Lua script per event
     clr:effns:<cluster>     HASH  namespace -> msgpack EffectivePolicy of that Namespace
                                   target (materialised ones: a policy names them)
     clr:changes             STREAM one record per event, id "<rev>-0": r (the ChangeRecord,
-                                  for the invalidator), w (JSON [hash, field] of every
-                                  mirrored field written, for decision mirrors); the
-                                  last 1,000 revisions kept after they are applied
+                                  for the invalidator), v (msgpack [hash, field, value or
+                                  nil] of every mirrored field written, for the decision
+                                  services' mirrors; absent when too large)
+No longer written (a store holding them is left alone; a rebuild's wipe removes them):
+``clr:pidx:*`` and ``clr:memb:*`` (policy and membership indexes: the decision service's
+mirror derives its own), ``clr:rbac:rev`` and ``clr:rbac:log`` (the RBAC change log: the
+change records carry RBAC).
 Invalidator:
     clr:inval:rev           last change record applied (the system's revision)
 Decision cache:
@@ -100,11 +95,9 @@ POLICIES = "clr:pol"
 CLUSTERS = "clr:mc"
 POLICY_OBJECTS = "clr:polraw"
 RBAC = "clr:rbac2"
-RBAC_LOG = "clr:rbac:log"
 RBAC_JSON = "clr:rbac"
 NAMESPACES = "clr:ns"
 CLUSTER_SETS = "clr:mcs"
-RBAC_REV = "clr:rbac:rev"
 SOURCES = "clr:ms"
 SOURCE_OBJECTS = "clr:msobj2"
 GROUPS = "clr:grp"
@@ -128,22 +121,6 @@ STATS = "clr:stats"
 CENSUS = "clr:census"
 
 
-def policy_by_user(name: str) -> str:
-    return f"clr:pidx:u:{name}"
-
-
-def policy_by_sa(username: str) -> str:
-    return f"clr:pidx:sa:{username}"
-
-
-def policy_by_group(group: str) -> str:
-    return f"clr:pidx:g:{group}"
-
-
-def policy_by_type(type_name: str) -> str:
-    return f"clr:pidx:t:{type_name}"
-
-
 def effective_in(cluster: str) -> str:
     return f"clr:effns:{cluster}"
 
@@ -151,10 +128,6 @@ def effective_in(cluster: str) -> str:
 def excluded_at(target: str) -> str:
     """``target``: the target as JSON (``inherit_store.excluded_key`` makes it)."""
     return f"clr:apx:{target}"
-
-
-def member_of(user: str) -> str:
-    return f"clr:memb:{user}"
 
 
 #: Cached answers' and explanations' key prefixes (the narrowed invalidation's Lua tells
@@ -195,7 +168,7 @@ def service(name: str) -> str:
 
 
 def prefix(family: Callable[[str], str]) -> str:
-    """The fixed part of a key family (``prefix(member_of)`` is ``clr:memb:``), for Lua
+    """The fixed part of a key family (``prefix(effective_in)`` is ``clr:effns:``), for Lua
     scripts that append the variable part themselves: they name no key of their own."""
     fixed = family("")
     if family("\x00") != f"{fixed}\x00":  # the variable part must be the whole suffix

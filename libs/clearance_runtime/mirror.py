@@ -1,23 +1,23 @@
-"""The compiled state a check reads, held in the decision process (the fast miss path).
+"""The compiled state the decision service reads, held in its process: its one read model.
 
-A cache miss used to cost a Lua snapshot round trip per request, and the Redis client's
-per-command work dominated it. A :class:`StateMirror` keeps, in memory, exactly the hashes
-the snapshot script reads (compiled policies, Groups, cluster labels, effective
-AccessPolicies, declared custom types; see ``changes.MIRRORED``) and derives the rest (the
-policy indexes, Group memberships) the way the compiler writes them. A snapshot is then
-computed here, with no round trip of its own.
+A :class:`StateMirror` keeps, in memory, the hashes of compiled state the decision
+service answers from (compiled policies, Groups, cluster labels, effective
+AccessPolicies, declared custom types, compiled RBAC; see ``changes.MIRRORED``) and
+derives the rest (the policy indexes, Group memberships, the RBAC index) the way the
+compiler derives them. A snapshot is then computed here, with no round trip of its own.
 
 Exactness. Every read starts with a *probe*: the checkpoint, build marker and system
 revision, read in one MGET that all requests of one event-loop iteration share. A read is
 answered from the mirror only when the mirror holds exactly the probed checkpoint of the
-same build; otherwise the mirror catches up first, in one Lua script that reads, atomically,
-the change records after its checkpoint, the current value of every mirrored field they
-wrote (each record lists them, field ``w``) and the new checkpoint. A read therefore sees
-a state at least as new as the store held when the request was being answered — the same
-guarantee the per-request snapshot gave — and the cache's write fence names the mirror's
-checkpoint, so an answer computed from it is cached only while it is still current.
-A wiped or rebuilt store (``clr:built`` moved), a trimmed change log or a record written
-before records listed their writes make the mirror reload the whole state, atomically.
+same build; otherwise the mirror catches up first, in one MULTI transaction that reads,
+atomically, the change records after its checkpoint — each carrying the new values of
+the fields its event wrote (``v``) — and the new checkpoint. A read therefore sees a
+state at least as new as the store held when the request was being answered, and the
+cache's write fence names the mirror's checkpoint, so an answer computed from it is
+cached only while it is still current. A wiped or rebuilt store (``clr:built`` moved),
+records trimmed past the mirror's checkpoint (the compiler keeps about
+``changes.CHANGES_KEPT``), a record too large to carry its values, or one written before
+records carried them make the mirror reload the whole state, atomically.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
+import redis.exceptions
 
 from clearance_core import hierarchy
 from clearance_core.evaluate import ClusterMatch, Matcher, match_cluster
@@ -37,8 +38,10 @@ from clearance_core.placement import NamespaceIndex
 from clearance_core.policy import CompiledPolicy
 from clearance_core.principal import Identity
 from clearance_runtime import health, keys
+from clearance_runtime.changes import trimmed_past
 from clearance_runtime.coalesce import Coalescer
 from clearance_runtime.inherit_store import decode_effective, location
+from clearance_runtime.rbac_store import RbacMirror
 from clearance_runtime.snapshot import Snapshot
 from clearance_runtime.state import decode_policy
 
@@ -46,74 +49,25 @@ _EFFECTIVE_IN = keys.prefix(keys.effective_in)
 _FLEET_FIELD = location(hierarchy.FLEET)[1]
 _CLUSTER_FIELD = location(hierarchy.cluster(""))[1]  # + the cluster's name
 _labels = msgspec.json.Decoder(dict[str, str]).decode
-#: (checkpoint, build marker, system revision) as one probe read them.
 #: Memoised cluster matches at most (policy x cluster pairs; about 100 bytes each).
 MATCHES_KEPT = 1_000_000
+#: Records a catch-up applies at most: a mirror further behind reloads (one read of the
+#: state costs less than thousands of records, each with its values).
+CATCH_UP_MAX = 2000
 _users = msgspec.json.Decoder(list[str]).decode
-
-_HEAD = f"""
-local built = redis.call('GET', '{keys.BUILT}') or false
-local rev = redis.call('GET', '{keys.REV}') or '0'
-local irev = redis.call('GET', '{keys.INVALIDATED_REV}') or '0'
-"""
-
-#: The whole mirrored state, atomically (at start-up, after a wipe, or when the change
-#: log no longer reaches back to the mirror's checkpoint).
-_LOAD = _HEAD + f"""
-local effns = {{}}
-local cursor = '0'
-repeat
-  local page = redis.call('SCAN', cursor, 'MATCH', '{_EFFECTIVE_IN}*', 'COUNT', 1000)
-  cursor = page[1]
-  for _, k in ipairs(page[2]) do
-    table.insert(effns, k); table.insert(effns, redis.call('HGETALL', k))
-  end
-until cursor == '0'
-return {{built, rev, irev,
-  redis.call('HGETALL', '{keys.POLICIES}'), redis.call('HGETALL', '{keys.GROUPS}'),
-  redis.call('HGETALL', '{keys.CLUSTERS}'), redis.call('HGETALL', '{keys.EFFECTIVE}'),
-  redis.call('HKEYS', '{keys.SOURCES}'), redis.call('HKEYS', '{keys.ACCESS_POLICIES}'),
-  effns}}
-"""
-
-#: ARGV: the mirror's checkpoint and build. The fields written since, with their values
-#: now; {{'reload'}} when only a whole load can bring the mirror up to date.
-_CATCH_UP = _HEAD + f"""
-if built ~= ARGV[2] then return {{'reload'}} end
-if rev == ARGV[1] then return {{rev, irev, {{}}}} end
-local first = redis.call('XRANGE', '{keys.CHANGES}', '-', '+', 'COUNT', 1)
-if #first == 0 then return {{'reload'}} end
-if tonumber(string.match(first[1][1], '^(%d+)')) > tonumber(ARGV[1]) then
-  return {{'reload'}}
-end
-local out, seen = {{}}, {{}}
-for _, record in ipairs(redis.call('XRANGE', '{keys.CHANGES}', '(' .. ARGV[1] .. '-0', '+')) do
-  local writes = nil
-  for j = 1, #record[2], 2 do
-    if record[2][j] == 'w' then writes = record[2][j + 1] end
-  end
-  if writes == nil then return {{'reload'}} end
-  for _, pair in ipairs(cjson.decode(writes)) do
-    local k, f = pair[1], pair[2]
-    local fields = seen[k]
-    if fields == nil then fields = {{}}; seen[k] = fields end
-    if not fields[f] then
-      fields[f] = true
-      table.insert(out, k); table.insert(out, f)
-      table.insert(out, redis.call('HGET', k, f) or false)
-    end
-  end
-end
-return {{rev, irev, out}}
-"""
+_values = msgspec.msgpack.Decoder(list[tuple[str, str, Any]]).decode
 
 
 def _s(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _pairs(flat: Sequence[Any]) -> list[tuple[str, Any]]:
-    return [(_s(flat[i]), flat[i + 1]) for i in range(0, len(flat), 2)]
+def _revision(entry_id: bytes | str) -> int:
+    return int(_s(entry_id).partition("-")[0])
+
+
+def _bytes(value: bytes | str) -> bytes:
+    return value if isinstance(value, bytes) else value.encode()
 
 
 class StateMirror:
@@ -123,8 +77,6 @@ class StateMirror:
 
     def __init__(self, redis: aioredis.Redis) -> None:
         self._r = redis
-        self._load_script = redis.register_script(_LOAD)
-        self._catch_up_script = redis.register_script(_CATCH_UP)
         #: One probe read for every request of an event-loop iteration.
         self._probes: Coalescer[None, health.Probe] = Coalescer(self._read_probes, chunk=1 << 30)
         self._refreshing: asyncio.Future[None] | None = None
@@ -149,7 +101,10 @@ class StateMirror:
         self.labels: dict[str, dict[str, str]] = {}
         self._effective: dict[str, bytes] = {}
         self._effective_in: dict[str, dict[str, bytes]] = {}
-        self._declared: set[str] = set()
+        #: custom type -> the msgpack CompiledSource in force for it.
+        self._sources: dict[str, bytes] = {}
+        #: Compiled RBAC, and its index once a review asks for it.
+        self.rbac = RbacMirror()
         #: The declared types and the inventory's names (sorted: suggestions for a
         #: cluster not in it), made when first read after they changed.
         self._declared_now: frozenset[str] | None = None
@@ -216,46 +171,98 @@ class StateMirror:
 
     async def _catch_up(self) -> int:
         if self.rev is not None and self.built is not None:
-            found = await self._catch_up_script(args=[self.rev, self.built])
-            if len(found) == 3:
-                rev, irev, flat = found
-                for i in range(0, len(flat), 3):
-                    self._apply(_s(flat[i]), _s(flat[i + 1]), flat[i + 2])
-                self.rev = _s(rev)
+            async with self._r.pipeline(transaction=True) as pipe:
+                pipe.get(keys.BUILT)
+                pipe.get(keys.REV)
+                pipe.get(keys.INVALIDATED_REV)
+                pipe.xinfo_stream(keys.CHANGES)
+                pipe.xrange(keys.CHANGES, min=f"({self.rev}-0", count=CATCH_UP_MAX + 1)
+                built, rev, irev, info, records = await pipe.execute(raise_on_error=False)
+            for reply in (built, rev, irev, records):
+                if isinstance(reply, Exception):
+                    raise reply
+            rev = _s(rev or b"0")
+            changes = self._changes(rev, info, records) if built == self.built else None
+            if changes is not None:
+                for blob in changes:
+                    for key, field, value in _values(blob):
+                        self._apply(key, field, value)
+                self.rev = rev
                 self.catch_ups += 1
-                error = health.rebuilding(int(irev), self.built)
+                error = health.rebuilding(int(irev or 0), self.built)
                 if error is not None:  # caught up with a rebuild that is not done yet
                     raise error
-                return int(irev)
+                return int(irev or 0)
         return await self._load()
 
+    def _changes(self, rev: str, info: Any, records: list[Any]) -> list[bytes] | None:
+        """The values of the records from the mirror's checkpoint to ``rev``, or None
+        when only a whole load can bring the mirror there."""
+        assert self.rev is not None
+        if rev == self.rev:
+            return []
+        if isinstance(info, Exception) or trimmed_past(info) > int(self.rev):
+            return None  # no stream, or trimmed past the checkpoint: changes unknown
+        if len(records) > CATCH_UP_MAX:
+            return None
+        found = [fields.get(b"v") for _, fields in records]
+        # A record too large to carry its values, or written before records did.
+        return None if None in found else found
+
     async def _load(self) -> int:
-        built, rev, irev, pol, grp, mc, eff, ms, ap, effns = await self._load_script()
+        """The whole mirrored state, read atomically: the Namespace targets' hashes are
+        found by SCAN first, under WATCH of the checkpoint and build, and read with
+        everything else in one MULTI; a commit in between (the checkpoint moved) makes
+        the transaction fail, and the load starts again."""
+        async with self._r.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    await pipe.watch(keys.REV, keys.BUILT)
+                    clusters = [_s(k) async for k in pipe.scan_iter(
+                        match=f"{_EFFECTIVE_IN}*", count=1000)]
+                    pipe.multi()  # type: ignore[no-untyped-call]
+                    for key in (keys.BUILT, keys.REV, keys.INVALIDATED_REV):
+                        pipe.get(key)
+                    for key in (keys.POLICIES, keys.GROUPS, keys.CLUSTERS, keys.EFFECTIVE,
+                                keys.SOURCES, keys.RBAC):
+                        pipe.hgetall(key)
+                    pipe.hkeys(keys.ACCESS_POLICIES)
+                    for key in clusters:
+                        pipe.hgetall(key)
+                    built, rev, irev, pol, grp, mc, eff, ms, rbac, ap, *effns = \
+                        await pipe.execute()
+                    break
+                except redis.exceptions.WatchError:
+                    await pipe.reset()  # type: ignore[no-untyped-call]
         self._reset()
-        for key, blob in _pairs(pol):
-            self._apply(keys.POLICIES, key, blob)
-        for key, blob in _pairs(grp):
-            self._apply(keys.GROUPS, key, blob)
-        for key, blob in _pairs(mc):
-            self._apply(keys.CLUSTERS, key, blob)
-        self._effective = {key: blob for key, blob in _pairs(eff)}
-        self._declared = {_s(t) for t in ms}
+        for field, blob in pol.items():
+            self._apply(keys.POLICIES, _s(field), blob)
+        for field, blob in grp.items():
+            self._apply(keys.GROUPS, _s(field), blob)
+        for field, blob in mc.items():
+            self._apply(keys.CLUSTERS, _s(field), blob)
+        for field, blob in rbac.items():
+            self.rbac.put(_s(field), blob)
+        self._effective = {_s(field): blob for field, blob in eff.items()}
+        self._sources = {_s(field): blob for field, blob in ms.items()}
         self._access = {_s(k) for k in ap}
-        for hash_key, flat in _pairs(effns):
-            self._effective_in[hash_key[len(_EFFECTIVE_IN):]] = dict(_pairs(flat))
-        self.rev, self.built = _s(rev), built
+        for key, targets in zip(clusters, effns, strict=True):
+            if targets:
+                self._effective_in[key[len(_EFFECTIVE_IN):]] = {
+                    _s(field): blob for field, blob in targets.items()}
+        self.rev, self.built = _s(rev or b"0"), built
         self.loads += 1
-        error = health.rebuilding(int(irev), built)
+        error = health.rebuilding(int(irev or 0), built)
         if error is not None:
             raise error
-        return int(irev)
+        return int(irev or 0)
 
-    def _apply(self, key: str, field: str, value: bytes | None) -> None:
+    def _apply(self, key: str, field: str, value: bytes | str | None) -> None:
         """One mirrored field's new value (``None``: deleted)."""
         self._generation += 1
         if key == keys.POLICIES:
             self._matches.pop(field, None)
-            self._put_policy(field, None if value is None else decode_policy(value))
+            self._put_policy(field, None if value is None else decode_policy(_bytes(value)))
         elif key == keys.GROUPS:
             self._put_group(field, None if value is None else _users(value))
         elif key == keys.CLUSTERS:
@@ -265,25 +272,28 @@ class StateMirror:
                 self._inventory = None
             _put(self.labels, field, None if value is None else _labels(value))
         elif key == keys.EFFECTIVE:
-            _put(self._effective, field, value)
+            _put(self._effective, field, None if value is None else _bytes(value))
             if field == _FLEET_FIELD:
                 self._indexes.clear()
             elif field.startswith(_CLUSTER_FIELD):
                 self._indexes.pop(field[len(_CLUSTER_FIELD):], None)
         elif key == keys.SOURCES:
-            _toggle(self._declared, field, value is not None)
+            _put(self._sources, field, None if value is None else _bytes(value))
             self._declared_now = None
         elif key == keys.ACCESS_POLICIES:
             _toggle(self._access, field, value is not None)
+        elif key == keys.RBAC:
+            self.rbac.put(field, None if value is None else _bytes(value))
         elif key.startswith(_EFFECTIVE_IN):
             cluster = key[len(_EFFECTIVE_IN):]
             targets = self._effective_in.setdefault(cluster, {})
-            _put(targets, field, value)
+            blob = None if value is None else _bytes(value)
+            _put(targets, field, blob)
             if not targets:
                 del self._effective_in[cluster]
             index = self._indexes.get(cluster)
             if index is not None:
-                index.put(field, None if value is None else self._decode(value))
+                index.put(field, None if blob is None else self._decode(blob))
 
     def _put_policy(self, key: str, new: CompiledPolicy | None) -> None:
         old = self.policies.pop(key, None)
@@ -354,8 +364,19 @@ class StateMirror:
     def declared(self) -> frozenset[str]:
         """The custom types some MetricSource declares."""
         if self._declared_now is None:
-            self._declared_now = frozenset(self._declared)
+            self._declared_now = frozenset(self._sources)
         return self._declared_now
+
+    def sources(self) -> Mapping[str, bytes]:
+        """custom type -> the msgpack CompiledSource in force for it (read, never keep)."""
+        return self._sources
+
+    def groups_of(self, names: Sequence[str]) -> set[str]:
+        """The Groups listing any of ``names`` (a username, an email)."""
+        found: set[str] = set()
+        for name in names:
+            found.update(self._member_of.get(name, ()))
+        return found
 
     def inventory(self) -> tuple[str, ...]:
         """Every cluster of the inventory, sorted."""

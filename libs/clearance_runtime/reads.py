@@ -3,18 +3,16 @@ place it reaches Redis through (besides the decision cache, :mod:`.cache`). The 
 service names no key and calls no Redis method; keys come from :mod:`.keys`.
 
 - :meth:`Reads.snapshot` — one consistent read per check or principal view, with the
-  principal's identity: from the in-memory mirror of the compiled state
-  (:mod:`.mirror`, kept current from the change records), or with the mirror off, the
-  Lua script of :mod:`.snapshot`;
+  principal's identity, from the in-memory mirror of the compiled state (:mod:`.mirror`,
+  kept current from the change records): the decision service's one read model;
 - :meth:`Reads.state_view` — the whole compiled state at one revision, for a question
   about every principal at once (``who-can-see``): who the indexes name, and each one's
   snapshot exactly as :meth:`Reads.snapshot` reads it;
 - :meth:`Reads.effective_groups` — the groups a review or a search is answered for: the
   same definition as a check's identity
   (:func:`clearance_core.principal.effective_groups`), from the same Group memberships;
-- :meth:`Reads.rbac_index` — the RBAC index of the current state, kept current from the
-  compiler's RBAC change log (:mod:`.rbac_store`, the one place that knows how RBAC is
-  stored);
+- :meth:`Reads.rbac_index` — the RBAC index of the current state, the mirror's
+  (:mod:`.rbac_store`, the one place that knows how RBAC is stored);
 - the system revision (and waiting for one), service health, status counters, a
   policy with its revision, MetricSources and the cluster inventory;
 - ``Reads.inherited`` (:mod:`.inherit_reads`) — inherited AccessPolicies.
@@ -41,9 +39,8 @@ from clearance_core.wire import Principal
 from clearance_runtime import health, keys
 from clearance_runtime.inherit_reads import InheritReads
 from clearance_runtime.mirror import StateMirror
-from clearance_runtime.rbac_store import RbacFollower
-from clearance_runtime.snapshot import Snapshot, SnapshotReader
-from clearance_runtime.state import decode_policy, decode_source
+from clearance_runtime.snapshot import Snapshot
+from clearance_runtime.state import decode_source
 
 __all__ = ["STORE_OUTAGES", "Counts", "Reads", "Snapshot", "StateView", "unavailable"]
 _labels = msgspec.json.Decoder(dict[str, str])
@@ -79,15 +76,13 @@ class Counts(NamedTuple):
 
 
 class Reads:
-    def __init__(self, redis: aioredis.Redis, *, mirror: bool = True) -> None:
+    def __init__(self, redis: aioredis.Redis) -> None:
         self._r = redis
-        self._snapshots = SnapshotReader(redis)
-        #: The fast miss path: snapshots computed from an in-memory mirror kept current
-        #: from the change records (:mod:`.mirror`); None: the Lua snapshot per read.
-        self.mirror = StateMirror(redis) if mirror else None
+        #: The compiled state, in memory, kept current from the change records
+        #: (:mod:`.mirror`): every read of it below goes through the mirror.
+        self.mirror = StateMirror(redis)
         #: Inherited AccessPolicies: effective policies, conditions, simulation index.
         self.inherited = InheritReads(redis)
-        self._rbac = RbacFollower(redis)
 
     # The system revision and health ----------------------------------------------------
 
@@ -129,25 +124,23 @@ class Reads:
     async def policy(self, key: str) -> tuple[CompiledPolicy | None, int]:
         """The compiled policy ``ns/name`` (None if unknown) and the system revision, read
         together."""
-        async with self._r.pipeline(transaction=True) as pipe:
-            pipe.hget(keys.POLICIES, key)
-            pipe.get(keys.INVALIDATED_REV)
-            blob, revision = await pipe.execute()
-        return (decode_policy(blob) if blob else None), int(revision or 0)
+        revision = await self.mirror.current()
+        return self.mirror.policies.get(key), revision
 
     async def sources(self) -> dict[str, CompiledSource]:
         """custom type -> the MetricSource in force for it."""
-        rows = await self._r.hgetall(keys.SOURCES)
-        return {_text(k): decode_source(_bytes(v)) for k, v in rows.items()}
+        await self.mirror.current()
+        return {name: decode_source(blob) for name, blob in self.mirror.sources().items()}
 
     async def source(self, type_name: str) -> CompiledSource | None:
-        blob = await self._r.hget(keys.SOURCES, type_name)
-        return decode_source(blob) if isinstance(blob, bytes) else None
+        await self.mirror.current()
+        blob = self.mirror.sources().get(type_name)
+        return None if blob is None else decode_source(blob)
 
     async def inventory(self) -> dict[str, dict[str, str]]:
         """cluster -> labels, for every ManagedCluster."""
-        rows = await self._r.hgetall(keys.CLUSTERS)
-        return {_text(k): _labels.decode(v) for k, v in rows.items()}
+        await self.mirror.current()
+        return {name: dict(labels) for name, labels in self.mirror.labels.items()}
 
     # Principals ------------------------------------------------------------------------
 
@@ -160,21 +153,13 @@ class Reads:
         AccessPolicies of the Fleet, of those clusters and of their ``namespaces``,
         ``None``: all; with ``spread``, the Namespace targets of those clusters that
         answer the principal otherwise than their cluster's) and its identity."""
-        if self.mirror is not None:
-            return self.snapshot_now(principal, await self.mirror.current(),
-                                     clusters=clusters, namespaces=namespaces,
-                                     spread=spread)
-        asserted = effective_groups(principal.username, principal.groups, ())
-        snapshot = await self._snapshots.read(
-            username=principal.username, email=principal.email, groups=sorted(asserted),
-            clusters=clusters, namespaces=namespaces, spread=spread)
-        return snapshot, identity_of(principal, snapshot.member_of)
+        return self.snapshot_now(principal, await self.mirror.current(),
+                                 clusters=clusters, namespaces=namespaces, spread=spread)
 
-    async def current(self, probe: health.Probe | None = None) -> int | None:
+    async def current(self, probe: health.Probe | None = None) -> int:
         """Bring the mirror up to the store's state (the system revision), as of
-        ``probe`` if given; ``None`` without a mirror (every snapshot is then its own
-        read)."""
-        return None if self.mirror is None else await self.mirror.current(probe)
+        ``probe`` if given."""
+        return await self.mirror.current(probe)
 
     def snapshot_now(
         self, principal: Principal, revision: int, *, clusters: Sequence[str] | None,
@@ -182,7 +167,6 @@ class Reads:
     ) -> tuple[Snapshot, Identity]:
         """:meth:`snapshot` from the mirror as it stands, right after :meth:`current`
         returned ``revision`` (with no await in between)."""
-        assert self.mirror is not None
         return _snapshot_of(self.mirror, principal, revision, clusters=clusters,
                             namespaces=namespaces, spread=spread)
 
@@ -190,24 +174,24 @@ class Reads:
         self, username: str, given: Iterable[str], email: str | None = None
     ) -> list[str]:
         """Sorted: ``given`` + the Groups listing the username (or email) + SA groups."""
-        names = [name for name in (username, email) if name]
-        member = await self._r.sunion([keys.member_of(n) for n in names]) if names else set()
-        return sorted(effective_groups(username, given, map(_text, member)))
+        await self.mirror.current()
+        member = self.mirror.groups_of([name for name in (username, email) if name])
+        return sorted(effective_groups(username, given, member))
 
     async def state_view(self) -> StateView:
         """The whole compiled state at one revision, for a question about every principal
-        at once (``who-can-see``): the mirror brought current, or, without one, a mirror
-        of the request's own loaded whole (one atomic read of the state)."""
-        mirror = self.mirror if self.mirror is not None else StateMirror(self._r)
-        return StateView(mirror, await mirror.current())
+        at once (``who-can-see``): the mirror brought current."""
+        return StateView(self.mirror, await self.mirror.current())
 
     # RBAC ------------------------------------------------------------------------------
 
     async def rbac_index(self) -> RbacIndex:
-        """The RBAC index of the current state — at least the RBAC revision stored when
-        called, so at least any revision a request waited for — updated from the RBAC
-        change log, entry by entry, when the compiler's RBAC revision moves."""
-        return await self._rbac.index()
+        """The RBAC index of the current state — the mirror's, at least as new as the
+        state stored when called, so at least any revision a request waited for. It is
+        updated in place, synchronously, between two awaits: an answer read from it in
+        one synchronous step sees one state."""
+        await self.mirror.current()
+        return self.mirror.rbac.index()
 
 
 def _snapshot_of(mirror: StateMirror, principal: Principal, revision: int, *,

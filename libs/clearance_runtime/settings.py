@@ -41,9 +41,6 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     manifest_poll_seconds: _Seconds = 0.25
     #: /readyz fails while a consumer is more than this many events behind.
     ready_max_lag: _NonNegative = 1000
-    #: The decision service answers cache misses from its in-memory mirror of the
-    #: compiled state (off: one Lua snapshot read per miss, as before; for comparison).
-    decision_mirror: bool = True
     #: Audiences a ``token`` principal's TokenReview asks for (comma-separated; none:
     #: the API server's own).
     token_audiences: str = ""
@@ -218,7 +215,6 @@ ENV = {
     "write_status": "CLEARANCE_WRITE_STATUS",
     "manifest_poll_seconds": "CLEARANCE_MANIFEST_POLL",
     "ready_max_lag": "CLEARANCE_READY_MAX_LAG",
-    "decision_mirror": "CLEARANCE_DECISION_MIRROR",
     "token_audiences": "CLEARANCE_TOKEN_AUDIENCES",
     "gateway_host": "CLEARANCE_GATEWAY_HOST",
     "gateway_port": "CLEARANCE_GATEWAY_PORT",
@@ -255,7 +251,7 @@ ENV = {
     # Bounded work per object.
     "manifest_max_bytes": "CLEARANCE_MANIFEST_MAX_BYTES",
 }
-_BOOLEANS = {"allow_unset", "kubernetes", "decision_mirror", "write_status"}
+_BOOLEANS = {"allow_unset", "kubernetes", "write_status"}
 _BOOLEAN_WORDS = {"yes": "true", "on": "true", "no": "false", "off": "false"}
 
 

@@ -76,7 +76,11 @@ async def test_a_batch_is_invisible_until_committed_then_visible_whole(
     assert int(await redis.get(keys.REV) or 0) == 4
     assert await redis.hgetall(keys.CLUSTERS) == {b"b": b'{"n":"12345678901234567890"}'}
     assert await _json_field(redis, keys.GROUPS, "team") == ["alice", "bob"]
-    assert await redis.smembers(keys.member_of("bob")) == {b"team"}
+    # The Group's value travels in its record, to the mirrors; no membership sets.
+    rows: Any = await redis.xrange(keys.CHANGES, min="2-0", max="2-0")
+    assert msgspec.msgpack.decode(rows[0][1][b"v"]) == [[keys.GROUPS, "team",
+                                                          '["alice","bob"]']]
+    assert await redis.keys("clr:memb:*") == []
     # One change record per event, in order, each with what it changed.
     assert await _change_ids(redis) == [b"1-0", b"2-0", b"3-0", b"4-0"]
     records = await _records(redis)

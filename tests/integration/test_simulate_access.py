@@ -29,15 +29,12 @@ SAMPLE = yaml.safe_load((ROOT / "docs/walkthrough/guardrails-without-payments.ya
 SIMULATE = "clearance.v1.effective.simulate"
 
 
-@pytest.fixture(params=[True, False], ids=["mirror", "no-mirror"])
-async def system(request: pytest.FixtureRequest, clean_servers: Servers,
-                 tmp_path: Path) -> AsyncIterator[System]:
-    """The example fleet, as ``clearance up`` loads it (the decision service with its
-    mirror, and without: one state read per question)."""
+@pytest.fixture
+async def system(clean_servers: Servers, tmp_path: Path) -> AsyncIterator[System]:
+    """The example fleet, as ``clearance up`` loads it."""
     manifests = tmp_path / "manifests"
     shutil.copytree(ROOT / "examples", manifests)
     sys_ = System(clean_servers.nats_url, clean_servers.redis_url, manifests)
-    sys_.settings = msgspec.structs.replace(sys_.settings, decision_mirror=request.param)
     await sys_.start()
     await sys_.settle()
     yield sys_

@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 
 from clearance_core.filters import Item, RuleView, compile_filter
@@ -57,15 +56,13 @@ BOB_SHOP = access_policy("bob-shop", namespace="shop", target=("Namespace", "c1"
                                             resources=[{"type": "certs"}])})
 
 
-@pytest.fixture(params=[True, False], ids=["mirror", "snapshot-script"])
-async def system(clean_servers: Servers, tmp_path: Path,
-                 request: pytest.FixtureRequest) -> AsyncIterator[System]:
-    """Both read paths of the decision service: its mirror (the Namespace targets
-    indexed in memory) and the snapshot script (all of a cluster's read per question)."""
+@pytest.fixture
+async def system(clean_servers: Servers, tmp_path: Path) -> AsyncIterator[System]:
+    """The decision service reading its mirror (the Namespace targets indexed in
+    memory)."""
     manifests = tmp_path / "manifests"
     manifests.mkdir()
     sys_ = System(clean_servers.nats_url, clean_servers.redis_url, manifests)
-    sys_.settings = msgspec.structs.replace(sys_.settings, decision_mirror=request.param)
     sys_.write("inventory.yaml", cluster("c1"), metricsource("pvc"), metricsource("certs"))
     sys_.write("policies.yaml", MET_ALL)
     sys_.write("inherited.yaml", VAULT_DENY, ANA_CLUSTER, ANA_LAB, BOB_SHOP)

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import msgspec
 import pytest
 
 from tests.conftest import Servers
@@ -33,13 +32,10 @@ def metricsource(type_name: str) -> dict[str, Any]:
             "spec": {"rbac": {"resourceTypeName": type_name}}}
 
 
-@pytest.fixture(params=[True, False], ids=["mirror", "lua-snapshot"])
-async def system(clean_servers: Servers, request: pytest.FixtureRequest
-                 ) -> AsyncIterator[System]:
-    """The services that answer, fed straight through the stream; a miss answered from
-    the decision service's mirror, or with a snapshot script per miss."""
+@pytest.fixture
+async def system(clean_servers: Servers) -> AsyncIterator[System]:
+    """The services that answer, fed straight through the stream."""
     sys_ = System(clean_servers.nats_url, clean_servers.redis_url, None)
-    sys_.settings = msgspec.structs.replace(sys_.settings, decision_mirror=request.param)
     await sys_.start("compiler", "cache-invalidator", "decision")
     await publish(sys_, "managedcluster", cluster(EAST))
     await publish(sys_, "managedcluster", cluster("dev-1"))

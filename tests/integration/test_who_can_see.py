@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 
 from clearance_core.audience import UNNAMED
@@ -222,24 +221,6 @@ async def test_unknown_cluster_and_bad_questions(system: System) -> None:
             continue
         assert reply["error"]["code"] == "bad_request", body
         assert words in reply["error"]["message"]
-
-
-async def test_answers_from_one_state_without_the_mirror(clean_servers: Servers,
-                                                         tmp_path: Path) -> None:
-    manifests = tmp_path / "manifests"
-    shutil.copytree(ROOT / "examples", manifests)
-    sys_ = System(clean_servers.nats_url, clean_servers.redis_url, manifests)
-    sys_.settings = msgspec.structs.replace(sys_.settings, decision_mirror=False)
-    sys_.write("who.yaml", VAULT, MET_ALL, group("met", "meg"), RITA)
-    await sys_.start()
-    try:
-        await sys_.settle()
-        for question in QUESTIONS[:5]:
-            reply = await sys_.request(SUBJECT, question)
-            assert "error" not in reply, reply
-            await assert_agrees_with_check(sys_, question, reply)
-    finally:
-        await sys_.close()
 
 
 async def test_thousands_of_subjects_in_bounded_time(

@@ -1,15 +1,19 @@
 """The change record a transaction seals: whom to invalidate and announce (each a Scope of
-sorted lists), and the mirrored fields the event writes (once each, in order)."""
+sorted lists), and the new values of the mirrored fields the event writes (once each, in
+the order first written, the last value written) unless they are too large to carry."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from clearance_core.fold import Affected
 from clearance_core.narrowing import Narrow
-from clearance_runtime import keys
+from clearance_runtime import changes, keys
 from clearance_runtime.changes import ChangeRecord, Scope, Transaction
 
 NAMES = st.sets(st.text(max_size=6), max_size=5)
@@ -19,7 +23,7 @@ AFFECTED = st.builds(
                                  after=st.none() | st.text(max_size=4)),
     unknown=st.booleans())
 HASHES = (keys.POLICIES, keys.GROUPS, keys.POLICY_OBJECTS, keys.effective_in("c1"),
-          keys.RBAC)
+          keys.RBAC, keys.ACCESS_POLICIES)
 WRITES = st.lists(st.tuples(st.sampled_from(("hset", "hdel", "sadd")),
                             st.sampled_from(HASHES), st.sampled_from(("f1", "f2", "f3"))),
                   max_size=12)
@@ -37,9 +41,10 @@ def test_a_sealed_record_names_the_sorted_scopes_and_the_mirrored_fields_written
         invalidate: Affected, announce: Affected, writes: list[tuple[str, str, str]]) -> None:
     tx = Transaction(7)
     tx.invalidate, tx.announce = invalidate, announce
-    for op, key, field in writes:
+    expected: dict[tuple[str, str], Any] = {}
+    for n, (op, key, field) in enumerate(writes):
         if op == "hset":
-            tx._pipe.hset(key, field, b"v")
+            tx._pipe.hset(key, field, b"v%d" % n)
         elif op == "hdel":
             tx._pipe.hdel(key, field)
         else:
@@ -51,6 +56,28 @@ def test_a_sealed_record_names_the_sorted_scopes_and_the_mirrored_fields_written
     record = msgspec.json.decode(fields["r"], type=ChangeRecord)
     assert record == ChangeRecord(revision=7, invalidate=scope(invalidate),
                                   announce=scope(announce), kind="group", published_ms=12)
-    mirrored = [(k, f) for op, k, f in writes
-                if op != "sadd" and k not in (keys.POLICY_OBJECTS, keys.RBAC)]
-    assert [tuple(w) for w in msgspec.json.decode(fields["w"])] == list(dict.fromkeys(mirrored))
+    for n, (op, key, field) in enumerate(writes):
+        if op != "sadd" and key != keys.POLICY_OBJECTS:
+            # An AccessPolicy's value is not carried: a mirror reads only which exist.
+            value = (None if op == "hdel" else b"" if key == keys.ACCESS_POLICIES
+                     else b"v%d" % n)
+            expected.setdefault((key, field), None)
+            expected[key, field] = value
+    assert [tuple(v) for v in msgspec.msgpack.decode(unwrapped(fields["v"]))] == [
+        (k, f, v) for (k, f), v in expected.items()]
+
+
+def unwrapped(word: msgspec.Raw) -> bytes:
+    """The blob a command word carries as a msgpack str (``luapack.as_str``)."""
+    raw = bytes(word)
+    head = {0xD9: 2, 0xDA: 3, 0xDB: 5}.get(raw[0], 1)
+    return raw[head:]
+
+
+def test_a_record_too_large_to_carry_its_values_says_so_by_leaving_them_out(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(changes, "VALUES_MAX_BYTES", 100)
+    small, large = Transaction(1), Transaction(2)
+    small.put_cluster("east", {"env": "prod"})
+    large.put_cluster("east", {"env": "x" * 100})
+    assert "v" in small.seal()[-1] and "v" not in large.seal()[-1]

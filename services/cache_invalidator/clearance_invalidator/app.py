@@ -6,8 +6,10 @@ compiled without its record. This loop reads the records after ``clr:inval:rev``
 the entries indexed under the record's users, groups and clusters (one Lua script per
 record, which also advances ``clr:inval:rev``: the system revision; the scripts of all
 the records read at once go in one pipeline, one round trip), publishes
-``clearance.decisions.changed`` per record and trims what it has applied. It keeps no state of its
-own, so a restart, or a flushed Redis, simply resumes from what Redis says.
+``clearance.decisions.changed`` per record. It keeps no state of its own, so a restart, or a
+flushed Redis, simply resumes from what Redis says. The compiler bounds the stream
+(``changes.CHANGES_KEPT``): a loop so far behind that records it never applied were
+trimmed drops every cached answer instead (it cannot know whose they were).
 """
 
 from __future__ import annotations
@@ -23,25 +25,11 @@ from prometheus_client import Histogram
 
 from clearance_core.wire import SUBJECT_DECISIONS_CHANGED, ChangedPrincipals, DecisionsChanged
 from clearance_runtime import health, invalidation, keys, logs, metrics, retries
-from clearance_runtime.changes import ChangeRecord
+from clearance_runtime.changes import ChangeRecord, Scope, trimmed_past
 from clearance_runtime.invalidation import APPLY, Call
 
 log = logs.get(__name__)
 
-#: Trims the records up to the system revision *as stored*, atomically: after a rebuild
-#: wiped the store, this loop's own last revision may be far ahead of the records the
-#: compiler is writing again, and trimming to it would drop them unapplied.
-#: Applied records of the last CHANGES_KEPT revisions stay: decision replicas follow the
-#: records to keep their mirror of the compiled state current (clearance_runtime.mirror);
-#: one that falls further behind reloads the whole state.
-CHANGES_KEPT = 1000
-_TRIM = f"""
-local applied = tonumber(redis.call('GET', '{keys.INVALIDATED_REV}') or '0')
-local minid = tonumber(redis.call('GET', '{keys.REV}') or '0') - {CHANGES_KEPT} + 1
-if applied + 1 < minid then minid = applied + 1 end
-if minid <= 1 then return 0 end
-return redis.call('XTRIM', '{keys.CHANGES}', 'MINID', minid .. '-0')
-"""
 _record = msgspec.json.Decoder(ChangeRecord).decode
 _BY_USER = keys.prefix(keys.cache_by_user)
 _BY_GROUP = keys.prefix(keys.cache_by_group)
@@ -103,7 +91,6 @@ class Invalidator:
         self._nc = nc
         self._r = redis
         self._apply_calls = redis.register_script(APPLY)
-        self._trim = redis.register_script(_TRIM)
         self._revision = 0
         self._next_sweep = 0.0
         #: Event-to-effect histograms by kind (looked up once, not per record).
@@ -128,12 +115,27 @@ class Invalidator:
             {keys.CHANGES: f"{self._revision}-0"}, count=READ, block=1000
         )
         for _stream, entries in response or ():
-            await self._apply([_record(fields[b"r"]) for _entry_id, fields in entries])
+            records = [_record(fields[b"r"]) for _entry_id, fields in entries]
+            if records and records[0].revision > self._revision + 1:
+                records[:0] = await self._lost()
+            await self._apply(records)
         # Behind by what the compiler has folded and this loop has not yet applied.
         compiled = int(await self._r.get(keys.REV) or 0)
         lag = max(compiled - self._revision, 0)
         await health.beat(self._r, "cache-invalidator", self._revision, lag=lag,
                           consumer=CHANGE_LOG)
+
+    async def _lost(self) -> list[ChangeRecord]:
+        """A record dropping every cached answer, if records after this loop's revision
+        were trimmed before it applied them (revisions skip numbers, so a gap alone does
+        not say so: the stream's last deleted id does)."""
+        info: Any = await self._r.xinfo_stream(keys.CHANGES)
+        lost = trimmed_past(info)
+        if lost <= self._revision:
+            return []
+        log.warning("change_records_lost", applied=self._revision, trimmed_to=lost)
+        return [ChangeRecord(revision=lost, invalidate=Scope(all=True),
+                             announce=Scope(all=True), kind="lost")]
 
     async def _apply(self, records: list[ChangeRecord]) -> None:
         """Apply the records of one read in one round trip: their INVALIDATE and NARROWED
@@ -150,10 +152,8 @@ class Invalidator:
                 chunk = [c for calls in per_record[start:start + RECORDS_PER_CALL]
                          for c in calls]
                 await self._apply_calls(args=[invalidation.pack_calls(chunk)], client=pipe)
-            # Applied records are not needed again: ids are "<revision>-0".
-            await self._trim(client=pipe)
             replies = await pipe.execute()
-        counts = iter(int(n) for reply in replies[:-1] for n in reply)
+        counts = iter(int(n) for reply in replies for n in reply)
         removed_by_kind: Counter[str] = Counter()
         for record, calls in zip(records, per_record, strict=True):
             removed = sum(next(counts) for _ in calls)

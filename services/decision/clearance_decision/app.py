@@ -58,7 +58,7 @@ QUEUE = "clearance-decision"
 class DecisionService:
     def __init__(self, nc: Client, redis: aioredis.Redis, settings: Settings) -> None:
         self._r = redis  # only for the heartbeat: every read goes through Reads
-        self._reads = Reads(redis, mirror=settings.decision_mirror)
+        self._reads = Reads(redis)
         self._cache = DecisionCache(redis, ttl_seconds=settings.decision_cache_ttl)
         budget = settings.namespace_target_budget
         decider = Decider(self._reads, self._cache, budget=budget)

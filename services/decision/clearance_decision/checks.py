@@ -143,8 +143,6 @@ class Checks:
                  *key) for _, request, principal, key in asked], probe)
         except Exception:  # each is then answered alone, failing with its own error
             return
-        if answers is None:
-            return
         for (index, request, _, _), answer in zip(asked, answers, strict=True):
             if isinstance(answer, Exception):
                 continue

@@ -176,18 +176,16 @@ class Decider:
         return snapshot.revision
 
     async def misses(self, asked: Sequence[tuple[Principal, BatchItem, str, str]],
-                     probe: Probe | None = None) -> list[CheckResult | Exception] | None:
+                     probe: Probe | None = None) -> list[CheckResult | Exception]:
         """Single checks that just missed the cache, answered together from the mirror:
         one probe for all, each evaluated at once, their entries stored in one call. A
-        check that cannot be answered gets its exception (its own error reply); ``None``
-        without a mirror (each is then answered on its own). Each comes with the cache key
-        its lookup just missed and its principal's digest (:meth:`cache_key`: the
-        principal was checked then); none asks for an explanation. ``probe``: where the
-        store stood at that lookup (the mirror catches up to it)."""
+        check that cannot be answered gets its exception (its own error reply). Each
+        comes with the cache key its lookup just missed and its principal's digest
+        (:meth:`cache_key`: the principal was checked then); none asks for an
+        explanation. ``probe``: where the store stood at that lookup (the mirror
+        catches up to it)."""
         started = time.time()
         revision = await self._reads.current(probe)
-        if revision is None:
-            return None
         out: list[CheckResult | Exception] = []
         entries: list[Entry] = []
         state = ""

@@ -1,6 +1,6 @@
-"""Compiled RBAC in the store and the decision service's index following its change log,
-on a real Valkey: written by the compiler's own fold and transaction, read by the
-decision service's own follower."""
+"""Compiled RBAC in the store and the decision service's RBAC index following the change
+records into its mirror, on a real Valkey: written by the compiler's own fold and
+transaction, read by the decision service's own mirror."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from clearance_core.model import Model
 from clearance_core.rbac import ResourceAttributes, object_key
 from clearance_core.rbac_index import RbacIndex
 from clearance_runtime import keys, metrics
-from clearance_runtime.rbac_store import LOG_LENGTH, RbacFollower
+from clearance_runtime.mirror import StateMirror
 from clearance_runtime.state import StateStore
 from tests.conftest import Servers
 from tests.support.rbac import cr, crb, rb, rule
@@ -41,6 +41,17 @@ class Compiler:
         return self.seq
 
 
+class Follower:
+    """What ``Reads.rbac_index`` does: the mirror brought current, then its index."""
+
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self.mirror = StateMirror(redis)
+
+    async def index(self) -> RbacIndex:
+        await self.mirror.current()
+        return self.mirror.rbac.index()
+
+
 @pytest.fixture
 async def redis(clean_servers: Servers) -> AsyncIterator[aioredis.Redis]:
     client = aioredis.from_url(clean_servers.redis_url)
@@ -61,9 +72,9 @@ def scratch(model: Model) -> RbacIndex:
     return RbacIndex(model.rbac.roles.values(), model.rbac.bindings.values())
 
 
-async def test_changes_are_applied_from_the_log_without_a_rebuild(
+async def test_changes_are_applied_from_the_records_without_a_rebuild(
         redis: aioredis.Redis) -> None:
-    compiler, follower = Compiler(redis), RbacFollower(redis)
+    compiler, follower = Compiler(redis), Follower(redis)
     await compiler.fold(cr("reader", rule("get", "", "pods")))
     await compiler.fold(reader("alice"))
     rebuilds = updates("rebuild")
@@ -104,20 +115,21 @@ async def test_the_store_holds_compiled_objects_and_a_restart_loads_them(
     assert loaded.rbac.bindings == compiler.model.rbac.bindings
 
 
-async def test_a_trimmed_log_or_a_wiped_store_makes_the_follower_rebuild(
+async def test_trimmed_records_or_a_wiped_store_make_the_mirror_rebuild(
         redis: aioredis.Redis) -> None:
-    compiler, follower = Compiler(redis), RbacFollower(redis)
+    compiler, follower = Compiler(redis), Follower(redis)
     await compiler.fold(cr("reader", rule("get", "", "pods")))
     await compiler.fold(reader("alice"))
     await follower.index()
-    last = await compiler.fold(reader("bob"))
-    # Entries the follower never saw are gone (as when it is LOG_LENGTH changes behind).
-    await redis.xtrim(keys.RBAC_LOG, minid=f"{last}-0", approximate=False)
+    await compiler.fold(reader("bob"))
+    last = await compiler.fold(reader("erin"))
+    # Records the mirror never saw are gone (as when it is far behind): bob's.
+    await redis.xtrim(keys.CHANGES, minid=f"{last}-0", approximate=False)
     rebuilds = updates("rebuild")
     assert (await follower.index()).allowed(GET_PODS, "bob", ())[0]
-    assert updates("rebuild") == rebuilds + 1
-    # A store wiped and built again from other events, up to the same RBAC revision.
-    await compiler.store.wipe(99)
+    assert updates("rebuild") == rebuilds + 1 and follower.mirror.loads == 2
+    # A store wiped and built again from other events, up to the same revision.
+    await compiler.store.wipe(0)
     compiler.model, compiler.seq = Model(), 0
     await compiler.fold(cr("reader", rule("get", "", "pods")))
     await compiler.fold(reader("carol"))
@@ -127,24 +139,11 @@ async def test_a_trimmed_log_or_a_wiped_store_makes_the_follower_rebuild(
     assert index.who_can(GET_PODS) == (["carol", "dave"], [])
 
 
-async def test_the_log_stays_bounded(redis: aioredis.Redis) -> None:
-    compiler = Compiler(redis)
-    await compiler.fold(cr("reader", rule("get", "", "pods")))
-    async with redis.pipeline(transaction=False) as pipe:
-        for step in range(LOG_LENGTH + 300):
-            pipe.xadd(keys.RBAC_LOG, {"k": "x"}, id=f"{100 + step}-0", maxlen=LOG_LENGTH,
-                      approximate=True)
-        await pipe.execute()
-    compiler.seq = 100 + LOG_LENGTH + 300
-    await compiler.fold(reader("alice"))
-    assert LOG_LENGTH <= await redis.xlen(keys.RBAC_LOG) < LOG_LENGTH + 200
-
-
 async def test_an_index_is_never_older_than_the_revision_stored_when_asked(
         redis: aioredis.Redis) -> None:
-    """Readers race a writer: whatever RBAC revision a reader saw before asking, the
-    index it gets reflects it (the user bound at that revision is allowed)."""
-    compiler, follower = Compiler(redis), RbacFollower(redis)
+    """Readers race a writer: whatever revision a reader saw before asking, the index it
+    gets reflects it (the user bound at that revision is allowed)."""
+    compiler, follower = Compiler(redis), Follower(redis)
     await compiler.fold(cr("reader", rule("get", "", "pods")))
     bound_at: dict[int, str] = {}
     done = asyncio.Event()
@@ -159,7 +158,7 @@ async def test_an_index_is_never_older_than_the_revision_stored_when_asked(
     async def read() -> int:
         checked = 0
         while not done.is_set():
-            seen = int(await redis.get(keys.RBAC_REV) or 0)
+            seen = int(await redis.get(keys.REV) or 0)
             index = await follower.index()
             if seen in bound_at:
                 assert index.allowed(GET_PODS, bound_at[seen], ())[0], seen
