@@ -31,7 +31,7 @@ OUTAGE_CODES = frozenset({"OOM", "LOADING", "BUSY", "READONLY", "MASTERDOWN", "T
                           "CLUSTERDOWN", "NOREPLICAS", "MISCONF", "MOVED", "ASK"})
 #: The same, as the classes redis-py raises for them (and every connection or timeout
 #: failure: a Sentinel client turns a READONLY from a demoted primary into one).
-OUTAGE_TYPES: tuple[type[BaseException], ...] = (
+OUTAGE_TYPES: tuple[type[Exception], ...] = (
     rx.ConnectionError, rx.TimeoutError, rx.ReadOnlyError, rx.BusyLoadingError,
     rx.OutOfMemoryError, rx.TryAgainError, rx.ClusterDownError, rx.AskError,
 )

@@ -157,6 +157,11 @@ class StateStore:
         async with self.transaction(seq, kind=kind, published_ms=published_ms):
             return
 
+    async def epoch(self) -> bytes | None:
+        """The build marker ``clr:built`` (which rebuild the state is in; None: lost)."""
+        built = await self._r.get(keys.BUILT)
+        return built.encode() if isinstance(built, str) else built
+
     async def takes_writes(self) -> None:
         """Return if the store takes a write now, else raise its error (an outage): asked
         before a commit the store refused is blamed on its object. The write is the
