@@ -69,6 +69,8 @@ async def clean_servers(real_servers: Servers) -> AsyncIterator[Servers]:
         await js.delete_stream(EVENTS_STREAM)
     with contextlib.suppress(NotFoundError):  # no lease left over from a killed process
         await js.delete_stream("KV_CLEARANCE_LEASES")
+    with contextlib.suppress(NotFoundError):  # nor a checkpoint of another test's stream
+        await js.delete_stream("KV_CLEARANCE_CHECKPOINTS")
     await nc.close()
     r = aioredis.from_url(real_servers.redis_url)
     await r.flushall()

@@ -25,6 +25,7 @@ import redis.exceptions
 
 from clearance_runtime import health, keys, metrics
 from clearance_runtime.coalesce import Coalescer
+from clearance_runtime.highwater import HighWater
 from clearance_runtime.invalidation import INVALIDATE
 from clearance_runtime.luapack import as_str
 
@@ -130,8 +131,11 @@ class Looked(NamedTuple):
 
 
 class DecisionCache:
-    def __init__(self, redis: aioredis.Redis, *, ttl_seconds: int) -> None:
+    def __init__(self, redis: aioredis.Redis, *, ttl_seconds: int,
+                 highwater: HighWater | None = None) -> None:
         self._r = redis
+        #: No entry is served from a store behind what this process answered from.
+        self._highwater = highwater if highwater is not None else HighWater()
         self.ttl_ms = ttl_seconds * 1000
         self._put = redis.register_script(_PUT)
         self._stores: Coalescer[tuple[str, Sequence[Entry]], int] = Coalescer(
@@ -156,8 +160,10 @@ class DecisionCache:
         flat = [keys.INVALIDATED_REV, keys.BUILT, keys.REV]
         for cache_keys in batch:
             flat.extend(cache_keys)
+        floor = self._highwater.floor()
         values: list[Any] = await self._r.mget(flat)
         probe = health.Probe.of(values[2], values[1], values[0])
+        self._highwater.check(probe, floor)
         failure = health.rebuilding(probe.revision, probe.built)
         if failure is not None:  # no entry is served while the state is not whole
             raise failure

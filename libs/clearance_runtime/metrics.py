@@ -99,6 +99,12 @@ RBAC_INDEX_UPDATES = Counter(
     "Decision service RBAC index updates: objects applied from the change log (delta), "
     "or full rebuilds from the store (rebuild)", ["how"],
 )
+# Valkey high availability: reads refused because the store went back (a failover).
+STORE_BEHIND = Counter(
+    "clearance_store_behind_total",
+    "Decision reads answered unavailable because the state store was behind a revision "
+    "already answered or committed (a failover to a lagging replica)",
+)
 
 
 class Bound:

@@ -32,6 +32,7 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from clearance_core import hierarchy
+from clearance_core.errors import Unavailable
 from clearance_core.evaluate import ClusterMatch, Matcher, match_cluster
 from clearance_core.merge import EffectivePolicy
 from clearance_core.placement import NamespaceIndex
@@ -40,6 +41,7 @@ from clearance_core.principal import Identity
 from clearance_runtime import health, keys
 from clearance_runtime.changes import trimmed_past
 from clearance_runtime.coalesce import Coalescer
+from clearance_runtime.highwater import HighWater
 from clearance_runtime.inherit_store import decode_effective, location
 from clearance_runtime.rbac_store import RbacMirror
 from clearance_runtime.snapshot import Snapshot
@@ -75,8 +77,10 @@ class StateMirror:
     nothing awaits between the probe's verdict and the snapshot, so no change can be
     applied halfway through one."""
 
-    def __init__(self, redis: aioredis.Redis) -> None:
+    def __init__(self, redis: aioredis.Redis, highwater: HighWater | None = None) -> None:
         self._r = redis
+        #: What this process has answered from: a store found behind it is refused.
+        self.highwater = highwater if highwater is not None else HighWater()
         #: One probe read for every request of an event-loop iteration.
         self._probes: Coalescer[None, health.Probe] = Coalescer(self._read_probes, chunk=1 << 30)
         self._refreshing: asyncio.Future[None] | None = None
@@ -152,8 +156,19 @@ class StateMirror:
         return await self._probes.submit(None)
 
     async def _read_probes(self, waiting: Sequence[None]) -> list[health.Probe]:
+        floor = self.highwater.floor()
         rev, built, irev = await self._r.mget([keys.REV, keys.BUILT, keys.INVALIDATED_REV])
-        return [health.Probe.of(rev, built, irev)] * len(waiting)
+        probe = health.Probe.of(rev, built, irev)
+        try:
+            self.highwater.check(probe, floor)
+        except Unavailable:
+            # The store is behind this mirror (a failover to a lagging replica): load
+            # it whole again once the store is past the mark, not from its change log.
+            if self._refreshing is None and probe.built == self.built \
+                    and self.rev is not None and int(probe.rev) < int(self.rev):
+                self._reset()
+            raise
+        return [probe] * len(waiting)
 
     async def _refresh(self) -> int:
         refreshing = self._refreshing = asyncio.get_running_loop().create_future()
@@ -189,6 +204,7 @@ class StateMirror:
                         self._apply(key, field, value)
                 self.rev = rev
                 self.catch_ups += 1
+                self.highwater.reached(self.built, int(self.rev))
                 error = health.rebuilding(int(irev or 0), self.built)
                 if error is not None:  # caught up with a rebuild that is not done yet
                     raise error
@@ -252,6 +268,7 @@ class StateMirror:
                     _s(field): blob for field, blob in targets.items()}
         self.rev, self.built = _s(rev or b"0"), built
         self.loads += 1
+        self.highwater.reached(built, int(self.rev))
         error = health.rebuilding(int(irev or 0), built)
         if error is not None:
             raise error

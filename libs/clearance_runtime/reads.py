@@ -28,7 +28,6 @@ from typing import NamedTuple
 
 import msgspec
 import redis.asyncio as aioredis
-import redis.exceptions
 
 from clearance_core.errors import Unavailable
 from clearance_core.metricsource import CompiledSource
@@ -36,7 +35,8 @@ from clearance_core.policy import CompiledPolicy
 from clearance_core.principal import Identity, effective_groups, identity_of
 from clearance_core.rbac_index import RbacIndex
 from clearance_core.wire import Principal
-from clearance_runtime import health, keys
+from clearance_runtime import health, keys, outages
+from clearance_runtime.highwater import HighWater
 from clearance_runtime.inherit_reads import InheritReads
 from clearance_runtime.mirror import StateMirror
 from clearance_runtime.snapshot import Snapshot
@@ -55,8 +55,9 @@ def _bytes(value: bytes | str) -> bytes:
     return value if isinstance(value, bytes) else value.encode()
 
 
-#: The failures that mean "the state store is unreachable": the request may be retried.
-STORE_OUTAGES = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+#: The failures that mean "the state store is unreachable" (or failing over: a replica's
+#: READONLY, a server still loading): the request may be retried.
+STORE_OUTAGES = outages.OUTAGE_TYPES
 
 
 def unavailable(exc: Exception) -> Unavailable:
@@ -78,9 +79,12 @@ class Counts(NamedTuple):
 class Reads:
     def __init__(self, redis: aioredis.Redis) -> None:
         self._r = redis
+        #: What this process has answered from (:mod:`.highwater`): shared by the
+        #: mirror, the cache (``DecisionCache(highwater=...)``) and ``ensure_whole``.
+        self.highwater = HighWater()
         #: The compiled state, in memory, kept current from the change records
         #: (:mod:`.mirror`): every read of it below goes through the mirror.
-        self.mirror = StateMirror(redis)
+        self.mirror = StateMirror(redis, self.highwater)
         #: Inherited AccessPolicies: effective policies, conditions, simulation index.
         self.inherited = InheritReads(redis)
 
@@ -93,10 +97,13 @@ class Reads:
     async def ensure_whole(self) -> None:
         """``Unavailable`` while the compiled state is lost or being rebuilt (for the
         subjects whose reads do not already check it, as the snapshot and cache do)."""
-        revision, built = await self._r.mget([keys.INVALIDATED_REV, keys.BUILT])
+        floor = self.highwater.floor()
+        revision, built, rev = await self._r.mget([keys.INVALIDATED_REV, keys.BUILT,
+                                                   keys.REV])
         error = health.rebuilding(int(revision or 0), built)
         if error is not None:
             raise error
+        self.highwater.check(health.Probe.of(rev, built, revision), floor)
 
     async def wait_for(self, minimum: int, timeout_ms: int | None) -> int:
         """Wait until the system revision reaches ``minimum`` (``Stale`` after the timeout).

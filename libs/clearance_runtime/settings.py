@@ -17,6 +17,7 @@ import msgspec
 
 from clearance_core import inboxes
 from clearance_core.authority import parse_namespaces
+from clearance_runtime import store
 
 _Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]
 _NonNegative = Annotated[int, msgspec.Meta(ge=0)]
@@ -126,6 +127,9 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     def __post_init__(self) -> None:
         if not self.admin_namespace_list:
             raise ValueError("CLEARANCE_ADMIN_NAMESPACES must name at least one namespace")
+        # Valkey high availability: a Sentinel URL that cannot be read stops the start.
+        if store.is_sentinel(self.redis_url):
+            store.parse_sentinel(self.redis_url)
 
     @property
     def admin_namespace_list(self) -> tuple[str, ...]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import time
 from collections.abc import AsyncIterator
 
 import msgspec
@@ -155,6 +156,17 @@ class StateStore:
         the checkpoint and leaves an empty change record: the revision keeps moving."""
         async with self.transaction(seq, kind=kind, published_ms=published_ms):
             return
+
+    async def epoch(self) -> bytes | None:
+        """The build marker ``clr:built`` (which rebuild the state is in; None: lost)."""
+        built = await self._r.get(keys.BUILT)
+        return built.encode() if isinstance(built, str) else built
+
+    async def takes_writes(self) -> None:
+        """Return if the store takes a write now, else raise its error (an outage): asked
+        before a commit the store refused is blamed on its object. The write is the
+        compiler's heartbeat field, outside the fence and the compiled state."""
+        await self._r.hset(keys.service("compiler"), "probe", str(time.time()))
 
     def expect(self, checkpoint: int | None) -> None:
         """Fence the next commit: it applies only while ``clr:rev`` still equals

@@ -86,6 +86,12 @@ COMPILER_JS = [
     f"{JS}.CONSUMER.MSG.NEXT.CLEARANCE_EVENTS.clearance-compiler",
     "$JS.ACK.CLEARANCE_EVENTS.clearance-compiler.1.1.1.1.0",
     f"{JS}.STREAM.INFO.KV_CLEARANCE_LEASES", "$KV.CLEARANCE_LEASES.compiler",
+    f"{JS}.STREAM.INFO.KV_CLEARANCE_CHECKPOINTS", "$KV.CLEARANCE_CHECKPOINTS.compiler",
+]
+#: The decision service reads the compiler's checkpoint record, and writes nothing there.
+DECISION_JS = [
+    f"{JS}.STREAM.INFO.KV_CLEARANCE_CHECKPOINTS",
+    f"{JS}.DIRECT.GET.KV_CLEARANCE_CHECKPOINTS.$KV.CLEARANCE_CHECKPOINTS.compiler",
 ]
 #: Subjects each user may publish to; everything else in PUBLISH_UNIVERSE is refused.
 MAY_PUBLISH: dict[str, list[str]] = {
@@ -95,12 +101,13 @@ MAY_PUBLISH: dict[str, list[str]] = {
     "operator": OPERATOR,
     "gateway": GATEWAY,
     "watcher": [EVENTS, "clearance.v1.policy-status", *WATCHER_JS],
-    "compiler": [STATUS, *COMPILER_JS],
+    "compiler": [STATUS, *COMPILER_JS, DECISION_JS[1]],
     "cache-invalidator": [CHANGED],
-    "decision": ALL_INBOXES,
+    "decision": [*ALL_INBOXES, *DECISION_JS],
 }
 PUBLISH_UNIVERSE = list(dict.fromkeys([
     EVENTS, *OPERATOR, STATUS, CHANGED, *ALL_INBOXES, *WATCHER_JS, *COMPILER_JS,
+    *DECISION_JS,
     "clearance.v1.unknown",                            # not a contract subject
     "_INBOX.forged.reply",                             # nobody answers outside the inboxes
     f"{JS}.STREAM.DELETE.CLEARANCE_EVENTS",            # nor deletes, purges or reads the
@@ -124,7 +131,7 @@ MAY_SUBSCRIBE: dict[str, list[str]] = {
     "watcher": [*own_inboxes("watcher"), *STATUS_KINDS],
     "compiler": own_inboxes("compiler"),
     "cache-invalidator": [],
-    "decision": ["clearance.v1.check", "clearance.v1.>"],
+    "decision": ["clearance.v1.check", "clearance.v1.>", *own_inboxes("decision")],
 }
 SUBSCRIBE_UNIVERSE = [
     CHANGED, "clearance.status.>", *STATUS_KINDS, "clearance.events.>",
@@ -132,7 +139,7 @@ SUBSCRIBE_UNIVERSE = [
     "clearance.v1.>",
     "_INBOX.>",                # everyone's replies
     *(inbox for user in ("producer", "client", "author", "operator", "gateway", "watcher",
-                         "compiler") for inbox in own_inboxes(user)),
+                         "compiler", "decision") for inbox in own_inboxes(user)),
     "$KV.CLEARANCE_LEASES.>", "$JS.API.>", ">",
 ]
 #: Who publishes a concrete subject an allowed subscription must then receive.

@@ -12,12 +12,11 @@ import subprocess
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 
-import redis.asyncio as aioredis
 import structlog
 from nats.aio.client import Client
 
 from clearance_core.errors import ClearanceError
-from clearance_runtime import bus, logs, metrics, packing, probes, retries
+from clearance_runtime import bus, logs, metrics, packing, probes, retries, store
 from clearance_runtime.lease import Lease
 from clearance_runtime.settings import Settings
 
@@ -99,8 +98,9 @@ async def _run_once(name: str, settings: Settings) -> None:
     # redis-py's default pool of 100 refused bursts with "Too many connections" (seen in
     # the soak). A blocking pool queues instead but costs ~10% of cached-check throughput
     # (its condition and timeout per command, measured with the bench), so: a larger pool.
-    redis = aioredis.from_url(settings.redis_url, max_connections=REDIS_CONNECTIONS,
-                              health_check_interval=10)
+    # A Sentinel URL follows the primary across failovers (clearance_runtime.store).
+    redis = store.connect(settings.redis_url, max_connections=REDIS_CONNECTIONS,
+                          health_check_interval=10)
     packing.use_hiredis_packing(redis)  # C packing: big invalidations and batch commits
     runner: Callable[[], Awaitable[None]]
     # Each service's package is imported when it starts, not with this module: a process

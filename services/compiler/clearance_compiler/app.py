@@ -30,6 +30,7 @@ from clearance_compiler.folder import Folder
 from clearance_core.authority import Authority
 from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS
 from clearance_runtime import bus, health, logs, metrics, retries
+from clearance_runtime.checkpoints import Checkpoints
 from clearance_runtime.pull import Pulled, Puller, open_puller
 from clearance_runtime.state import StateStore
 
@@ -55,6 +56,10 @@ class Compiler:
         #: lands).
         self._unacked: Msg | None = None
         self._next_census = 0.0
+        #: The committed checkpoint, recorded outside Valkey too (a failover to a
+        #: lagging replica loses commits; decisions refuse a store behind this record).
+        self._checkpoints = Checkpoints(self._js)
+        self._epoch: bytes | None = None
 
     async def run(self) -> None:
         """Consume for ever. An outage (or a store that changed under this loop:
@@ -72,6 +77,8 @@ class Compiler:
         """Position the consumer at the checkpoint and fold until the state is lost."""
         await bus.ensure_stream(self._js)
         checkpoint = await self._resume_from()
+        self._epoch = await self._store.epoch()
+        await self._note_behind(checkpoint)
         self._position = checkpoint
         self._store.expect(checkpoint)
         self._folder.reset()
@@ -82,6 +89,15 @@ class Compiler:
             await self._consume(puller)
         finally:
             await puller.stop()
+
+    async def _note_behind(self, checkpoint: int) -> None:
+        """Log a store that holds less than this compiler committed (a failover to a
+        replica that had not received the last commits): the replay from ``checkpoint``
+        catches it up, and decisions are unavailable until it has."""
+        record = await self._checkpoints.read()
+        if record is not None and record[1] == self._epoch and record[0] > checkpoint:
+            log.warning("compiled_state_behind", checkpoint=checkpoint, committed=record[0],
+                        replaying=record[0] - checkpoint)
 
     async def _subscribe(self, checkpoint: int) -> Puller:
         """The consumer, (re)created to deliver from ``checkpoint + 1``, and its reader."""
@@ -165,6 +181,8 @@ class Compiler:
         """After a commit landed: move the position and acknowledge what it holds
         (AckPolicy.ALL: the last message acknowledges every one before it)."""
         self._position = self._folder.committed or self._position
+        if self._epoch is not None and self._position:
+            await self._checkpoints.record(self._position, self._epoch)
         if self._unacked is not None:
             last, self._unacked = self._unacked, None
             await last.ack()

@@ -9,7 +9,9 @@ the revision (with an empty change record), so ``clearance.v1.status`` keeps mov
 a bad message never blocks the pipeline.
 
 Anything other than a store/bus outage raised while folding or committing one object is
-that object's failure (docs/api/events.md): it is withdrawn, its status says why, it is
+that object's failure (docs/api/events.md) — a store error counts against the object
+only while the store is seen taking writes (``_blame_store``): a fault of the store never
+withdraws an object: it is withdrawn, its status says why, it is
 counted, and the checkpoint moves past it so a restart never replays into it. Such a
 failure is committed on its own: the events batched before it are committed first (the
 model is then reloaded, since the failed fold may have left half of its change in it),
@@ -55,7 +57,7 @@ from clearance_core.registry import REGISTRY
 from clearance_core.wire import Event, PolicyStatus
 from clearance_runtime import logs, metrics
 from clearance_runtime.commits import Batch
-from clearance_runtime.outages import is_transient
+from clearance_runtime.outages import is_store_error, is_transient
 from clearance_runtime.state import StateStore
 
 log = logs.get(__name__)
@@ -209,8 +211,7 @@ class Folder:
         except Exception as exc:
             since = list(self._messages)
             self.reset()
-            if is_transient(exc):
-                raise
+            await self._blame_store(exc)
             log.warning("batch_refused", events=len(flight.messages), error=str(exc)[:300])
             for message in flight.messages:
                 await self._fold_alone(message)
@@ -287,6 +288,17 @@ class Folder:
         self.committed = folding.seq
         await self._report(_Folded(folding.ref.kind, result.outcome, result.statuses))
 
+    async def _blame_store(self, exc: Exception) -> None:
+        """Raise ``exc`` (or the store's own error) when the store, not the object, is at
+        fault: an outage by type, or any store error while the store takes no write.
+        Withdrawing an object because the store was failing over turns a Deny into an
+        allow; a store that takes writes and still refuses this commit refuses it for
+        what it holds (too large, too many arguments), and the object is withdrawn."""
+        if is_transient(exc):
+            raise exc
+        if is_store_error(exc):
+            await self._store.takes_writes()  # raises the outage, if there is one
+
     def _batched(self, event: FoldEvent, model: Model, batch: Batch) -> FoldResult:
         spec = REGISTRY[event.ref.kind]
         with batch.event(event.seq, kind=event.ref.kind,
@@ -311,9 +323,8 @@ class Folder:
             try:
                 result = await self._commit(folding, normal=True)
             except Exception as exc:
-                if is_transient(exc):
-                    self.reset()  # the commit may not have happened: reload what did
-                    raise
+                self.reset()  # the commit may not have happened: reload what did
+                await self._blame_store(exc)
                 result = await self._object_failed(folding, exc)
         self.committed = message.seq
         await self._report(_Folded(kind, result.outcome, result.statuses))
@@ -353,9 +364,8 @@ class Folder:
         try:
             return await self._commit(event, normal=False, reason=reason)
         except Exception as second:
-            if is_transient(second):
-                self.reset()
-                raise
+            self.reset()
+            await self._blame_store(second)
             # Not even the withdrawal can be stored: move on rather than stop everything.
             log.error("object_withdrawal_failed", object=str(event.ref), seq=event.seq,
                       error=f"{type(second).__name__}: {str(second)[:300]}")

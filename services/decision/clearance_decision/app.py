@@ -46,6 +46,7 @@ from clearance_decision.routes import Route, Serve, route_table
 from clearance_decision.views import Views
 from clearance_runtime import health, logs
 from clearance_runtime.cache import DecisionCache
+from clearance_runtime.checkpoints import Checkpoints
 from clearance_runtime.reads import Reads
 from clearance_runtime.responder import Responder
 from clearance_runtime.settings import Settings
@@ -59,7 +60,11 @@ class DecisionService:
     def __init__(self, nc: Client, redis: aioredis.Redis, settings: Settings) -> None:
         self._r = redis  # only for the heartbeat: every read goes through Reads
         self._reads = Reads(redis)
-        self._cache = DecisionCache(redis, ttl_seconds=settings.decision_cache_ttl)
+        self._cache = DecisionCache(redis, ttl_seconds=settings.decision_cache_ttl,
+                                    highwater=self._reads.highwater)
+        #: The compiler's committed checkpoint, kept in NATS: the floor of this
+        #: process's reads even before it has answered anything (:mod:`.highwater`).
+        self._checkpoints = Checkpoints(nc.jetstream())
         budget = settings.namespace_target_budget
         decider = Decider(self._reads, self._cache, budget=budget)
         self._checks = Checks(decider, self._cache, self._reads)
@@ -109,6 +114,9 @@ class DecisionService:
         log.info("decision_ready", subjects=list(self.routes))
         try:
             while True:
+                record = await self._checkpoints.read()
+                if record is not None:
+                    self._reads.highwater.record(*record)
                 try:
                     self._revision = max(self._revision, await self._reads.revision())
                     await self._cache.flush_stats()
