@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
 
 import msgspec
 
-from clearance_core import inboxes
+from clearance_core import inboxes, nats_urls
 from clearance_core.authority import parse_namespaces
 
 _Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]
@@ -25,6 +25,9 @@ _Positive = Annotated[int, msgspec.Meta(ge=1)]
 
 
 class Settings(msgspec.Struct, kw_only=True, frozen=True):
+    #: One NATS server or a cluster's several: URLs separated by commas and/or spaces,
+    #: each ``nats://`` or ``tls://`` (``user:password@`` allowed); a connection goes to
+    #: any of them and moves to another when its node is lost (clearance_runtime.bus).
     nats_url: str = "nats://127.0.0.1:4222"
     redis_url: str = "redis://127.0.0.1:6379/0"
     decision_cache_ttl: _NonNegative = 300
@@ -193,7 +196,15 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
         return settings
 
     def check_bus(self) -> None:
-        """SystemExit naming the variable for an inbox or reply prefix that is no subject."""
+        """SystemExit naming the variable for a NATS URL list with an item that is no
+        NATS URL, or an inbox or reply prefix that is no subject."""
+        for field in _NATS_URLS:
+            value = getattr(self, field)
+            if field == "nats_url" or value:
+                try:
+                    nats_urls.parse(value)
+                except ValueError as exc:  # the message shows no credentials
+                    raise SystemExit(f"invalid configuration: {ENV[field]}: {exc}") from None
         for field, check in (("reply_prefixes", inboxes.parse_prefixes),
                              ("nats_inbox_prefix", _inbox_prefix)):
             try:
@@ -255,6 +266,9 @@ ENV = {
     # Bounded work per object.
     "manifest_max_bytes": "CLEARANCE_MANIFEST_MAX_BYTES",
 }
+_NATS_URLS = ("nats_url", "watcher_nats_url", "compiler_nats_url",
+              "cache_invalidator_nats_url", "decision_nats_url", "gateway_nats_url",
+              "console_nats_url")
 _BOOLEANS = {"allow_unset", "kubernetes", "decision_mirror", "write_status"}
 _BOOLEAN_WORDS = {"yes": "true", "on": "true", "no": "false", "off": "false"}
 
