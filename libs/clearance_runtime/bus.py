@@ -7,7 +7,6 @@ it from the start rebuilds the complete current state.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
@@ -19,10 +18,12 @@ from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfi
 from nats.js.errors import NotFoundError
 
 from clearance_core import inboxes, nats_urls
-from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS
-from clearance_runtime import logs, retries
+from clearance_core.wire import EVENTS_SUBJECTS
+from clearance_runtime import jetstream, logs, retries
+from clearance_runtime.jetstream import Topology
 
 log = logs.get(__name__)
+DEFAULT = jetstream.DEFAULT
 
 #: History kept per object subject. Older versions of an object are not needed to rebuild
 #: state (every event carries the whole object); the latest is never discarded.
@@ -117,26 +118,34 @@ def _connected_to(nc: Client) -> str:
     return nats_urls.redacted(current.geturl()) if current is not None else ""
 
 
-def stream_config() -> StreamConfig:
+def stream_config(topology: Topology = DEFAULT) -> StreamConfig:
     return StreamConfig(
-        name=EVENTS_STREAM,
+        name=topology.stream,
         subjects=[EVENTS_SUBJECTS],
         retention=RetentionPolicy.LIMITS,
         storage=StorageType.FILE,
         discard=DiscardPolicy.OLD,
         max_msgs_per_subject=HISTORY_PER_OBJECT,
         duplicate_window=DUPLICATE_WINDOW_SECONDS,
+        num_replicas=topology.replicas,
     )
 
 
-async def ensure_stream(js: JetStreamContext) -> None:
-    """Create ``CLEARANCE_EVENTS`` if it does not exist (racing creators are fine)."""
-    with contextlib.suppress(NotFoundError):
-        await js.stream_info(EVENTS_STREAM)
-        return
+async def ensure_stream(js: JetStreamContext, topology: Topology = DEFAULT, *,
+                        reconcile: bool = True) -> None:
+    """Create the event stream if it does not exist (racing creators are fine), with
+    ``topology``'s replicas; an existing one is brought to that count (``reconcile``;
+    else a difference is only logged) and otherwise left as it is
+    (clearance_runtime.jetstream)."""
     try:
-        await js.add_stream(stream_config())
-        log.info("stream_created", stream=EVENTS_STREAM)
+        await jetstream.reconcile(js, topology.stream, replicas=topology.replicas,
+                                  update=reconcile)
+        return
+    except NotFoundError:
+        pass
+    try:
+        await js.add_stream(stream_config(topology))
+        log.info("stream_created", stream=topology.stream, replicas=topology.replicas)
     except nats.js.errors.BadRequestError as exc:
         # Another service created it between our two calls.
         if "already in use" not in str(exc):
