@@ -13,7 +13,9 @@ rolling update, or with ``replicas: 2`` for quick failover, every copy calls
   this holder's id: a renewal that timed out during an election but landed): stop
   working at once.
 * The bucket's max age is ``ttl``: a holder that dies (kill -9) stops renewing and its key
-  expires, so a standby takes over within ``ttl + renew`` seconds.
+  expires, so a standby takes over within ``ttl + renew`` seconds — at once when the
+  dead holder was of the same machine (same host name and boot) and its process is gone,
+  as when a pod's container or a local process is restarted (``_take_from_the_dead``).
 * A holder that cannot renew stops working ``ttl - 2 * renew`` after its last renewal
   (self-fencing: every wait and every attempt is cut to that deadline), ``2 * renew``
   before its key can expire, so two holders never work at once. A paused holder
@@ -47,6 +49,29 @@ BUCKET = jetstream.DEFAULT_LEASE_BUCKET
 TTL, RENEW = 15.0, 3.0
 
 
+def _boot_id() -> str:
+    """This machine's boot (Linux: shared by its containers); "" elsewhere, where a dead
+    holder's lease is only ever waited out."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as boot:
+            return boot.read().strip().replace("-", "")[:12]
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's: alive
+    return True
+
+
+_HOST, _BOOT = socket.gethostname(), _boot_id()
+
+
 class LeaseLost(Exception):
     """Another copy holds the lease now (or it could not be renewed in time)."""
 
@@ -63,7 +88,8 @@ class Lease:
         self._ttl, self._renew = ttl, renew
         self._topology = topology
         self._reconcile = reconcile  # False: a user that may not update the bucket
-        self.holder = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        # Host, boot, pid and a random part: the pid second to last (tests read it).
+        self.holder = f"{_HOST}-{_BOOT}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.held = False
 
     async def hold(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -105,6 +131,25 @@ class Lease:
 
         return await retries.forever("lease bucket", bucket, lease=self.name)
 
+    async def _take_from_the_dead(self, kv: KeyValue) -> int | None:
+        """The lease, taken over from a holder known dead: one of this machine (same host
+        name, same boot) whose process is gone, or that had this very pid (a container
+        restarted in its pod: the same name and pid, the old process necessarily gone).
+        A restarted compiler then resumes at once instead of waiting out the TTL (15 s
+        by default, to outlast an election). The compare-and-set on the dead holder's
+        revision fails if anyone wrote the key since; None when not taken."""
+        entry = await kv.get(self.name)
+        held = (entry.value or b"").decode(errors="replace").rsplit("-", 3)
+        if (len(held) != 4 or not _BOOT or held[0] != _HOST or held[1] != _BOOT
+                or not held[2].isdigit() or entry.revision is None):
+            return None
+        pid = int(held[2])
+        if pid != os.getpid() and _alive(pid):
+            return None
+        revision = await kv.update(self.name, self.holder.encode(), last=entry.revision)
+        log.info("lease_taken_from_dead_holder", lease=self.name, dead=held[2])
+        return revision
+
     def _fit(self, max_age: float | None) -> None:
         """Fence by the bucket's TTL when it is shorter than this copy's (left by another
         setting, for the compiler to reconcile): a key expires by the bucket's clock, and
@@ -124,7 +169,12 @@ class Lease:
                 self._last = await kv.create(self.name, self.holder.encode())
                 return self._last
             except nats.js.errors.KeyWrongLastSequenceError:
-                pass  # held by another copy
+                # Held by another copy: unless a dead one of this machine holds it.
+                with contextlib.suppress(nats.errors.Error, OSError):
+                    taken = await self._take_from_the_dead(kv)
+                    if taken is not None:
+                        self._last = taken
+                        return taken
             except (nats.errors.Error, OSError) as exc:
                 log.warning("lease_acquire_retrying", lease=self.name, error=str(exc))
             await asyncio.sleep(self._renew)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from pathlib import Path
 
 import nats
@@ -71,4 +72,38 @@ async def test_a_bucket_with_a_shorter_ttl_fences_the_holder_by_it(tmp_path: Pat
         assert (lease._ttl, lease._renew) == (3.0, 1.0)
         await nc.close()
     finally:
+        server.stop()
+
+
+async def test_a_dead_holder_of_this_machine_is_taken_over_at_once(tmp_path: Path) -> None:
+    """A restarted compiler does not wait out the 15 s TTL of its dead predecessor's key;
+    a live holder's lease is never taken."""
+    server, url = servers.nats_server(tmp_path / "nats")
+    server.start()
+    nc = await bus.connect(url, name="lease-test")
+    sleeper = await asyncio.create_subprocess_exec(sys.executable, "-c",
+                                                   "import time; time.sleep(60)")
+    dead = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
+    await dead.wait()
+    try:
+        js = nc.jetstream()
+        ours = Lease(js, "compiler", service="compiler")
+        kv = await ours._bucket()
+
+        def holder_with(pid: int) -> bytes:
+            host, boot, _, rand = ours.holder.rsplit("-", 3)
+            return f"{host}-{boot}-{pid}-{rand}".encode()
+
+        await kv.put("compiler", holder_with(sleeper.pid))  # alive: waited for
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(2 * 3.0 + 0.5):
+                await ours._acquire(kv)
+        await kv.put("compiler", holder_with(dead.pid))  # gone: taken at once
+        async with asyncio.timeout(1.0):
+            await ours._acquire(kv)
+        assert (await kv.get("compiler")).value == ours.holder.encode()
+    finally:
+        sleeper.kill()
+        await sleeper.wait()
+        await nc.close()
         server.stop()
