@@ -19,6 +19,7 @@ from nats.js.errors import NotFoundError
 
 from clearance_core.wire import EVENTS_STREAM
 from clearance_runtime import servers
+from tests.cluster import NatsCluster
 
 #: Each directory's marker: a test is marked by where it lives, so ``-m "not integration"``
 #: selects exactly the tests that need no servers (a module cannot forget its marker).
@@ -58,6 +59,19 @@ def real_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     os.environ["CLEARANCE_REDIS_URL"] = srv.redis_url
     yield srv
     srv.stop()
+
+
+@pytest.fixture
+async def nats_cluster(tmp_path: Path) -> AsyncIterator[NatsCluster]:
+    """Three routed nats-servers with JetStream (a fresh cluster per test: the fault
+    scenarios kill its nodes)."""
+    cluster = NatsCluster(tmp_path / "nats-cluster")
+    cluster.start()
+    try:
+        await cluster.ready()
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from clearance_client.cache import DecisionCache
-from clearance_core import inboxes, wire
+from clearance_core import inboxes, nats_urls, wire
 from clearance_core.errors import BadRequest, Internal, NotFound, RequestError, Stale, Unavailable
 from clearance_core.wire import ErrorBody, RequestBase
 
@@ -79,9 +79,14 @@ class ClearanceClient:
         Replies arrive under ``inbox_prefix``; unset: ``_INBOX.<user>`` for the user
         named by ``user`` or in the URL (the only inboxes a user of Clearance's NATS
         accounts may read), else ``_INBOX``. With a credentials file, nkey or token, name
-        the prefix your NATS user may subscribe to."""
-        first = servers if isinstance(servers, str) else (servers[0] if servers else "")
-        options["inbox_prefix"] = inboxes.prefix_for(first, user=options.get("user"),
+        the prefix your NATS user may subscribe to.
+
+        ``servers``: one URL, a cluster's several as a list or as one string separated
+        by commas and/or spaces (as ``CLEARANCE_NATS_URL``); nats-py moves to another
+        when its node is lost."""
+        pool = nats_urls.split(servers) if isinstance(servers, str) else list(servers)
+        options["inbox_prefix"] = inboxes.prefix_for(pool[0] if pool else "",
+                                                     user=options.get("user"),
                                                      explicit=inbox_prefix)
         box: list[ClearanceClient] = []
         callbacks = {name: options.pop(name, None)
@@ -97,7 +102,7 @@ class ClearanceClient:
             return callback
 
         options.setdefault("name", "clearance-client")
-        nc = await nats.connect(servers, **{k: chained(k) for k in callbacks}, **options)
+        nc = await nats.connect(pool, **{k: chained(k) for k in callbacks}, **options)
         client = cls(nc, request_timeout=request_timeout, cache=cache, owned=True)
         box.append(client)
         await client.start()

@@ -28,6 +28,8 @@ crosses the wire: the compiler turns it into the object's status.
     ├── Rejected              (watcher) an object that can never be published, and why
     ├── _Retry            (watcher statuses) a status write the API server asked to retry
     ├── PullFailed            (runtime pull, also a nats.errors.Error) a pull request failed
+    ├── ReplicasRefused       (runtime jetstream, also a nats.errors.Error) the cluster refused
+    │                         CLEARANCE_JETSTREAM_REPLICAS for a stream
     ├── safeyaml.Refused      (runtime, also a yaml.YAMLError) a document refused for what
     │                         loading it would cost (aliases)
     ├── CliError              (cli) a usage or input error: printed, exit status 2

@@ -21,6 +21,8 @@ import re
 from collections.abc import Callable, Iterable
 from urllib.parse import unquote, urlsplit
 
+from clearance_core import nats_urls
+
 #: nats-py's (and every NATS client's) inbox prefix when none is configured.
 DEFAULT_PREFIX = "_INBOX"
 #: What a service answers unless configured: the default inboxes, and the custom
@@ -50,11 +52,10 @@ def prefix_for_user(user: str | None) -> str:
 
 def user_of(url: str) -> str | None:
     """The user name a NATS URL carries (``nats://user:password@host``), if any (the first
-    URL of a comma-separated list). A URL with one credential and no password carries a
-    token, which is never a user name (nor put in a subject)."""
-    first = url.split(",", 1)[0].strip()
+    URL of a list: see clearance_core.nats_urls). A URL with one credential and no
+    password carries a token, which is never a user name (nor put in a subject)."""
     try:
-        parts = urlsplit(first)
+        parts = urlsplit(nats_urls.first(url))
         name, password = parts.username, parts.password
     except ValueError:
         return None

@@ -7,7 +7,6 @@ it from the start rebuilds the complete current state.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
@@ -18,11 +17,13 @@ from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
 
-from clearance_core import inboxes
-from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS
-from clearance_runtime import logs, retries
+from clearance_core import inboxes, nats_urls
+from clearance_core.wire import EVENTS_SUBJECTS
+from clearance_runtime import jetstream, logs, retries
+from clearance_runtime.jetstream import Topology
 
 log = logs.get(__name__)
+DEFAULT = jetstream.DEFAULT
 
 #: History kept per object subject. Older versions of an object are not needed to rebuild
 #: state (every event carries the whole object); the latest is never discarded.
@@ -31,23 +32,48 @@ DUPLICATE_WINDOW_SECONDS = 120.0
 
 
 def redacted(url: str) -> str:
-    """The URL without its password, for logs (credentials may ride in the URL)."""
-    parts = urlsplit(url)
-    if parts.password is None:
+    """The URL (or each of a list's) without its password, for logs (credentials may ride
+    in the URL)."""
+    items = nats_urls.split(url)
+    if len(items) > 1:
+        return ",".join(redacted(item) for item in items)
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return nats_urls.redacted(url)
+    if password is None:
         return url
     netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
     return urlunsplit(parts._replace(netloc=netloc))
 
 
+#: How a connection finds its way in a cluster (nats-py's options; docs/operations.md:
+#: Configuration).
+#: Seconds between two attempts at the same server. With several, a node that is down is
+#: skipped for the next one at once: only a whole cluster down waits this per round.
+RECONNECT_WAIT = 0.5
+#: A server that does not answer within this is given up for the next one.
+CONNECT_TIMEOUT = 2.0
+#: A node lost without closing its sockets (a machine gone, a partition) is noticed only
+#: by pings: nats-py's default (every 120 s, two missed) would leave a service talking to
+#: nothing for four minutes; this notices it within ~6 s, about a JetStream election.
+PING_INTERVAL = 3.0
+MAX_OUTSTANDING_PINGS = 2
+
+
 async def connect(url: str, *, name: str, inbox_prefix: str | None = None,
                   error_cb: Callable[[Exception], Awaitable[None]] | None = None) -> Client:
-    """Connect, retrying until the server answers; reconnect for ever afterwards.
-    ``error_cb`` hears the asynchronous errors (a refused subscription is only reported
-    there) instead of the default, which logs them.
+    """Connect, retrying until a server answers; reconnect for ever afterwards.
+    ``url`` is one NATS URL or a cluster's several (comma- or space-separated: every
+    one is checked, ValueError for one that is no NATS URL). ``error_cb`` hears the
+    asynchronous errors (a refused subscription is only reported there) instead of the
+    default, which logs them.
 
     Replies (and JetStream's answers and deliveries) arrive under ``inbox_prefix``;
-    unset: ``_INBOX.<user>`` for the URL's user, the only inboxes that user may read
-    (``deploy/nats/accounts.conf``), else ``_INBOX``."""
+    unset: ``_INBOX.<user>`` for the (first) URL's user, the only inboxes that user may
+    read (``deploy/nats/accounts.conf``), else ``_INBOX``."""
+    servers = nats_urls.parse(url)
     prefix = inbox_prefix or inboxes.prefix_for(url)
 
     async def _error(exc: Exception) -> None:
@@ -57,45 +83,70 @@ async def connect(url: str, *, name: str, inbox_prefix: str | None = None,
         log.warning("nats_disconnected")
 
     async def _reconnected() -> None:
-        log.info("nats_reconnected")
+        log.info("nats_reconnected", server=_connected_to(box[-1]) if box else "")
+
+    box: list[Client] = []
 
     async def _connect() -> Client:
-        return await nats.connect(
-            url,
+        nc = await nats.connect(
+            servers,
             name=name,
             inbox_prefix=prefix,
+            # Never give up: a service outlives any outage of the bus (its probes say so).
             max_reconnect_attempts=-1,
-            reconnect_time_wait=0.5,
-            connect_timeout=2,
+            reconnect_time_wait=RECONNECT_WAIT,
+            connect_timeout=CONNECT_TIMEOUT,
+            ping_interval=PING_INTERVAL,
+            max_outstanding_pings=MAX_OUTSTANDING_PINGS,
             allow_reconnect=True,
+            # Random order (nats-py's default, kept on purpose): the replicas of a service
+            # spread over the nodes instead of all landing on the first one listed.
+            dont_randomize=False,
             error_cb=error_cb or _error,
             disconnected_cb=_disconnected,
             reconnected_cb=_reconnected,
         )
+        box.append(nc)
+        return nc
 
-    return await retries.forever("nats connect", _connect, url=redacted(url))
+    connected = await retries.forever("nats connect", _connect, url=redacted(url))
+    log.info("nats_connected", server=_connected_to(connected), servers=len(servers))
+    return connected
 
 
-def stream_config() -> StreamConfig:
+def _connected_to(nc: Client) -> str:
+    current = nc.connected_url
+    return nats_urls.redacted(current.geturl()) if current is not None else ""
+
+
+def stream_config(topology: Topology = DEFAULT) -> StreamConfig:
     return StreamConfig(
-        name=EVENTS_STREAM,
+        name=topology.stream,
         subjects=[EVENTS_SUBJECTS],
         retention=RetentionPolicy.LIMITS,
         storage=StorageType.FILE,
         discard=DiscardPolicy.OLD,
         max_msgs_per_subject=HISTORY_PER_OBJECT,
         duplicate_window=DUPLICATE_WINDOW_SECONDS,
+        num_replicas=topology.replicas,
     )
 
 
-async def ensure_stream(js: JetStreamContext) -> None:
-    """Create ``CLEARANCE_EVENTS`` if it does not exist (racing creators are fine)."""
-    with contextlib.suppress(NotFoundError):
-        await js.stream_info(EVENTS_STREAM)
-        return
+async def ensure_stream(js: JetStreamContext, topology: Topology = DEFAULT, *,
+                        reconcile: bool = True) -> None:
+    """Create the event stream if it does not exist (racing creators are fine), with
+    ``topology``'s replicas; an existing one is brought to that count (``reconcile``;
+    else a difference is only logged) and otherwise left as it is
+    (clearance_runtime.jetstream)."""
     try:
-        await js.add_stream(stream_config())
-        log.info("stream_created", stream=EVENTS_STREAM)
+        await jetstream.reconcile(js, topology.stream, replicas=topology.replicas,
+                                  update=reconcile)
+        return
+    except NotFoundError:
+        pass
+    try:
+        await js.add_stream(stream_config(topology))
+        log.info("stream_created", stream=topology.stream, replicas=topology.replicas)
     except nats.js.errors.BadRequestError as exc:
         # Another service created it between our two calls.
         if "already in use" not in str(exc):

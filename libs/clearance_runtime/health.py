@@ -5,12 +5,19 @@ Each service writes ``clr:svc:<name>`` (its revision and a heartbeat) about once
 second; a service is healthy while its heartbeat is younger than ``STALE_AFTER``. The
 system revision is the invalidator's: every event up to it is compiled, indexed, and its
 stale cache entries are gone.
+
+A service that runs as several active replicas (the decision service) beats per replica,
+``clr:svc:<name>@<id>``, so one replica's beat never hides another's silence in the
+store; the status reports the freshest (the service answers while any replica does).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import time
+import uuid
 from typing import NamedTuple
 
 import msgspec
@@ -20,7 +27,11 @@ from clearance_core.errors import Stale, Unavailable
 from clearance_runtime import keys, metrics, probes
 
 SERVICES = ("watcher", "compiler", "cache-invalidator", "decision")
+#: Services whose every process is active at once, each beating under its own id.
+REPLICATED = frozenset({"decision"})
 STALE_AFTER_MS = 5000
+#: A replica silent this long is forgotten (its key removed): it was stopped or replaced.
+FORGET_AFTER_MS = 10 * 60 * 1000
 DEFAULT_TIMEOUT_MS = 2000
 
 
@@ -37,16 +48,28 @@ def stop_if_asked() -> None:
         raise asyncio.CancelledError
 
 
+def replica_id() -> str:
+    """This process's id among a service's replicas (host, pid and a random part, as a
+    lease holder's)."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
 async def beat(redis: aioredis.Redis, service: str, revision: int, *, lag: int = 0,
-               consumer: str | None = None) -> None:
+               consumer: str | None = None, replica: str | None = None) -> None:
     """Report the service alive at ``revision``, ``lag`` events behind its input (read
-    from ``consumer``, when it has one); also what this process's ``/healthz``,
-    ``/readyz`` and ``/metrics`` answer from (after the write succeeded, so a beat proves
-    Redis reachable)."""
-    await redis.hset(
-        keys.service(service),
-        mapping={"revision": revision, "heartbeat": int(time.time() * 1000), "lag": lag},
-    )
+    from ``consumer``, when it has one) — as ``replica`` of it, when given; also what
+    this process's ``/healthz``, ``/readyz`` and ``/metrics`` answer from (after the
+    write succeeded, so a beat proves Redis reachable)."""
+    at = int(time.time() * 1000)
+    if replica is None:
+        await redis.hset(keys.service(service),
+                         mapping={"revision": revision, "heartbeat": at, "lag": lag})
+    else:
+        async with redis.pipeline(transaction=False) as pipe:
+            pipe.hset(keys.service_replica(service, replica),
+                      mapping={"revision": revision, "heartbeat": at, "lag": lag})
+            pipe.sadd(keys.service_replicas(service), replica)
+            await pipe.execute()
     probes.beat(service, revision, lag)
     # Every service loop beats, so this is where a stop that was swallowed is honoured.
     stop_if_asked()
@@ -65,22 +88,55 @@ class ServiceHealth(NamedTuple):
 
 
 async def services(redis: aioredis.Redis) -> dict[str, ServiceHealth]:
-    """name -> its health, for every service that ever reported."""
+    """name -> its health, for every service that ever reported (a replicated one's
+    freshest replica, or its shared key as written before replicas beat apart)."""
     now = int(time.time() * 1000)
+    replicated = sorted(REPLICATED)
     async with redis.pipeline(transaction=False) as pipe:
         for name in SERVICES:
             pipe.hgetall(keys.service(name))
-        rows = await pipe.execute()
+        for name in replicated:
+            pipe.smembers(keys.service_replicas(name))
+        found_rows = await pipe.execute()
+    rows: dict[str, list[dict[bytes, bytes]]] = {
+        name: [row] if row else [] for name, row in zip(SERVICES, found_rows, strict=False)}
+    members = {name: sorted(m.decode() if isinstance(m, bytes) else str(m) for m in ids)
+               for name, ids in zip(replicated, found_rows[len(SERVICES):], strict=True)}
+    if any(members.values()):
+        async with redis.pipeline(transaction=False) as pipe:
+            for name in replicated:
+                for replica in members[name]:
+                    pipe.hgetall(keys.service_replica(name, replica))
+            replica_rows = iter(await pipe.execute())
+        gone: list[tuple[str, str]] = []
+        for name in replicated:
+            for replica in members[name]:
+                row = next(replica_rows)
+                if not row or now - int(row.get(b"heartbeat", 0)) > FORGET_AFTER_MS:
+                    gone.append((name, replica))
+                else:
+                    rows[name].append(row)
+        if gone:
+            await _forget(redis, gone)
     found: dict[str, ServiceHealth] = {}
-    for name, row in zip(SERVICES, rows, strict=True):
-        if not row:
+    for name in SERVICES:
+        if not rows[name]:
             continue
+        row = max(rows[name], key=lambda r: int(r.get(b"heartbeat", 0)))
         age_ms = max(now - int(row.get(b"heartbeat", 0)), 0)
         found[name] = ServiceHealth(revision=int(row.get(b"revision", 0)),
                                     healthy=age_ms < STALE_AFTER_MS,
                                     lag=int(row.get(b"lag", 0)),
                                     heartbeat_age_s=round(age_ms / 1000, 3))
     return found
+
+
+async def _forget(redis: aioredis.Redis, gone: list[tuple[str, str]]) -> None:
+    async with redis.pipeline(transaction=False) as pipe:
+        for name, replica in gone:
+            pipe.srem(keys.service_replicas(name), replica)
+            pipe.delete(keys.service_replica(name, replica))
+        await pipe.execute()
 
 
 async def publish_census(redis: aioredis.Redis, census: dict[str, dict[str, int]]) -> None:

@@ -81,6 +81,10 @@ to evict, Valkey refuses writes: the compiler retries, the decision service answ
 without caching.
 Operations:
     clr:svc:<service>       HASH  revision, heartbeat (ms), lag
+    clr:svc:<service>@<id>  HASH  the same, per replica of a service that runs several at
+                                  once (decision: each process its own, named by its id)
+    clr:svc:<service>:replicas SET  the ids of those replicas (one gone quiet for
+                                  health.FORGET_AFTER_MS is removed with its key)
     clr:stats               HASH  hits, misses
     clr:census              JSON  kind -> state -> policies (the active compiler's, every 2 s)
 """
@@ -165,6 +169,14 @@ def cache_by_principal(digest: str) -> str:
 
 def service(name: str) -> str:
     return f"clr:svc:{name}"
+
+
+def service_replica(name: str, replica: str) -> str:
+    return f"clr:svc:{name}@{replica}"
+
+
+def service_replicas(name: str) -> str:
+    return f"clr:svc:{name}:replicas"
 
 
 def prefix(family: Callable[[str], str]) -> str:

@@ -211,6 +211,30 @@ def nats_server(state_dir: Path, port: int | None = None, *,
         f"nats://127.0.0.1:{port}"
 
 
+def nats_cluster(state_dir: Path, nodes: int = 3) -> tuple[list[Server], str]:
+    """``nodes`` nats-servers routed into one JetStream cluster on loopback, each with its
+    own store under ``state_dir/n<i>``, and the URL list that names them all (as
+    ``CLEARANCE_NATS_URL`` takes it). Each listens for clients before its routes are up:
+    start them one after another, then wait for JetStream (a quorum of peers)."""
+    ports = [free_port() for _ in range(nodes)]
+    routes = [free_port() for _ in range(nodes)]
+    members: list[Server] = []
+    for i, (port, route) in enumerate(zip(ports, routes, strict=True)):
+        node = state_dir / f"n{i}"
+        store = node / "jetstream"
+        store.mkdir(parents=True, exist_ok=True)
+        peers = ", ".join(f'"nats-route://127.0.0.1:{r}"' for r in routes if r != route)
+        config = node / "nats.conf"
+        config.write_text(
+            f'server_name: "n{i}"\nlisten: "127.0.0.1:{port}"\nmax_payload: 33554432\n'
+            f'jetstream {{ store_dir: "{store}" }}\n'
+            f'cluster {{ name: "clearance", listen: "127.0.0.1:{route}", '
+            f'routes: [{peers}] }}\n')
+        members.append(Server(name=f"nats-server n{i}", argv=[nats_binary(), "-c", str(config)],
+                              port=port, log_path=node / "nats.log"))
+    return members, ",".join(f"nats://127.0.0.1:{port}" for port in ports)
+
+
 def valkey_server(state_dir: Path, port: int | None = None, *, persist: bool = True,
                   maxmemory: str = "0", owned: bool = False) -> tuple[Server, str]:
     """``volatile-lru``: at ``maxmemory`` only keys with a TTL — decision cache entries,

@@ -15,17 +15,25 @@ from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
 
 import msgspec
 
-from clearance_core import inboxes
+from clearance_core import inboxes, nats_urls
 from clearance_core.authority import parse_namespaces
+from clearance_core.wire import EVENTS_STREAM
 from clearance_runtime import store
+from clearance_runtime.jetstream import DEFAULT_LEASE_BUCKET, Topology
 
 _Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]
 _NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 _Seconds = Annotated[float, msgspec.Meta(gt=0)]
 _Positive = Annotated[int, msgspec.Meta(ge=1)]
+#: JetStream names: letters, digits, ``-`` and ``_`` (no dots, wildcards or spaces).
+_STREAM_NAME = r"^[A-Za-z0-9_-]{1,64}$"
+_BUCKET_NAME = r"^[A-Za-z0-9_-]{1,60}$"
 
 
 class Settings(msgspec.Struct, kw_only=True, frozen=True):
+    #: One NATS server or a cluster's several: URLs separated by commas and/or spaces,
+    #: each ``nats://`` or ``tls://`` (``user:password@`` allowed); a connection goes to
+    #: any of them and moves to another when its node is lost (clearance_runtime.bus).
     nats_url: str = "nats://127.0.0.1:4222"
     redis_url: str = "redis://127.0.0.1:6379/0"
     decision_cache_ttl: _NonNegative = 300
@@ -124,7 +132,29 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     http_header_timeout: _Seconds = 10.0
     http_body_timeout: _Seconds = 10.0
 
+    # -- NATS clusters: JetStream's copies, its names, and the single-writer leases ------
+    #: Copies JetStream keeps of the event stream, the services' consumers and the lease
+    #: bucket (1..5; at most the cluster's nodes). 3 on a 3-node cluster: a node's loss
+    #: costs a leader election, not the stream. Existing ones are brought to this count
+    #: when a service starts (clearance_runtime.jetstream).
+    jetstream_replicas: Annotated[int, msgspec.Meta(ge=1, le=5)] = 1
+    #: The event stream's name (its subjects stay clearance.events.>).
+    stream_name: Annotated[str, msgspec.Meta(pattern=_STREAM_NAME)] = EVENTS_STREAM
+    #: The key-value bucket holding the leases (its stream: KV_<bucket>).
+    lease_bucket: Annotated[str, msgspec.Meta(pattern=_BUCKET_NAME)] = DEFAULT_LEASE_BUCKET
+    #: Seconds a lease outlives its holder's last renewal: a standby takes over within
+    #: about this after the holder dies. Longer than a JetStream leader election (~7 s
+    #: measured on a 3-node cluster), so an election does not cost the lease.
+    lease_ttl_s: _Seconds = 15.0
+    #: Seconds between renewals. A holder that has not renewed for TTL - 2 x renew stops
+    #: working (so two never work at once): the TTL must be at least 3 x renew.
+    lease_renew_s: _Seconds = 3.0
+
     def __post_init__(self) -> None:
+        if self.lease_ttl_s < 3 * self.lease_renew_s:
+            raise ValueError("CLEARANCE_LEASE_TTL_S must be at least 3 x "
+                             "CLEARANCE_LEASE_RENEW_S (a holder stops working TTL - 2 x "
+                             "renew after its last renewal, before its lease can expire)")
         if not self.admin_namespace_list:
             raise ValueError("CLEARANCE_ADMIN_NAMESPACES must name at least one namespace")
         # Valkey high availability: a Sentinel URL that cannot be read stops the start.
@@ -149,6 +179,12 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
         except ValueError as exc:
             raise SystemExit(f"invalid configuration: {service}'s NATS URL: {exc} "
                              f"(CLEARANCE_NATS_INBOX_PREFIX)") from None
+
+    @property
+    def topology(self) -> Topology:
+        """Where this deployment's JetStream state lives, and its replicas."""
+        return Topology(stream=self.stream_name, lease_bucket=self.lease_bucket,
+                        replicas=self.jetstream_replicas)
 
     @property
     def reply_prefix_list(self) -> tuple[str, ...]:
@@ -194,7 +230,15 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
         return settings
 
     def check_bus(self) -> None:
-        """SystemExit naming the variable for an inbox or reply prefix that is no subject."""
+        """SystemExit naming the variable for a NATS URL list with an item that is no
+        NATS URL, or an inbox or reply prefix that is no subject."""
+        for field in _NATS_URLS:
+            value = getattr(self, field)
+            if field == "nats_url" or value:
+                try:
+                    nats_urls.parse(value)
+                except ValueError as exc:  # the message shows no credentials
+                    raise SystemExit(f"invalid configuration: {ENV[field]}: {exc}") from None
         for field, check in (("reply_prefixes", inboxes.parse_prefixes),
                              ("nats_inbox_prefix", _inbox_prefix)):
             try:
@@ -254,8 +298,17 @@ ENV = {
     "http_body_timeout": "CLEARANCE_HTTP_BODY_TIMEOUT",
     # Bounded work per object.
     "manifest_max_bytes": "CLEARANCE_MANIFEST_MAX_BYTES",
+    # NATS clusters.
+    "jetstream_replicas": "CLEARANCE_JETSTREAM_REPLICAS",
+    "stream_name": "CLEARANCE_STREAM_NAME",
+    "lease_bucket": "CLEARANCE_LEASE_BUCKET",
+    "lease_ttl_s": "CLEARANCE_LEASE_TTL_S",
+    "lease_renew_s": "CLEARANCE_LEASE_RENEW_S",
 }
 _BOOLEANS = {"allow_unset", "kubernetes", "write_status"}
+_NATS_URLS = ("nats_url", "watcher_nats_url", "compiler_nats_url",
+              "cache_invalidator_nats_url", "decision_nats_url", "gateway_nats_url",
+              "console_nats_url")
 _BOOLEAN_WORDS = {"yes": "true", "on": "true", "no": "false", "off": "false"}
 
 

@@ -22,18 +22,28 @@ from nats.js.errors import NotFoundError
 
 from clearance_core.wire import EVENTS_STREAM
 from clearance_runtime import bus, servers
+from clearance_runtime.jetstream import Topology
 
 SERVICES = ("watcher", "compiler", "cache-invalidator", "decision")
 
 
 class Deployment:
-    def __init__(self, root: Path, *, log_level: str = "INFO") -> None:
+    """``nats_nodes`` > 1: a NATS cluster of that many nodes on loopback, every service
+    given all their URLs and ``CLEARANCE_JETSTREAM_REPLICAS`` = the node count."""
+
+    def __init__(self, root: Path, *, log_level: str = "INFO", nats_nodes: int = 1) -> None:
         self.root = root
         self.manifests = root / "manifests"
         self.manifests.mkdir(parents=True, exist_ok=True)
         self.logs = root / "logs"
         self.logs.mkdir(exist_ok=True)
-        self.nats, self.nats_url = servers.nats_server(root / "nats")
+        self.replicas = nats_nodes
+        if nats_nodes > 1:
+            self.nats_nodes, self.nats_url = servers.nats_cluster(root / "nats", nats_nodes)
+        else:
+            node, self.nats_url = servers.nats_server(root / "nats")
+            self.nats_nodes = [node]
+        self.nats = self.nats_nodes[0]
         self.valkey, self.redis_url = servers.valkey_server(root / "valkey", persist=True)
         self.log_level = log_level
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -41,8 +51,16 @@ class Deployment:
 
     # -- servers ---------------------------------------------------------------------------
     def start_servers(self) -> None:
-        self.nats.start()
+        for node in self.nats_nodes:
+            node.start()
         self.valkey.start()
+
+    def kill_node(self, index: int) -> None:
+        """kill -9 one node of the NATS cluster."""
+        self.nats_nodes[index].kill()
+
+    def start_node(self, index: int) -> None:
+        self.nats_nodes[index].start()
 
     def kill_nats(self) -> None:
         self.nats.kill()
@@ -76,6 +94,7 @@ class Deployment:
             "CLEARANCE_MANIFESTS": str(self.manifests),
             "CLEARANCE_MANIFEST_POLL": "0.05",
             "CLEARANCE_KUBERNETES": "false",
+            "CLEARANCE_JETSTREAM_REPLICAS": str(self.replicas),
         }
 
     def start(self, name: str, *, slot: str | None = None) -> None:
@@ -116,14 +135,22 @@ class Deployment:
                 proc.kill()
                 proc.wait()
         self.valkey.stop()
-        self.nats.stop()
+        servers.stop_all(self.nats_nodes, timeout=10.0)
 
 
-async def create_stream(js: JetStreamContext) -> None:
+async def create_stream(js: JetStreamContext, replicas: int = 1) -> None:
     """The system's own stream configuration with unlimited history per subject.
 
-    The services leave an existing stream alone (operators may tune it), and the suite
-    needs every message ever appended to rebuild the reference at any revision."""
+    The services leave an existing stream's limits alone (operators may tune it), and the
+    suite needs every message ever appended to rebuild the reference at any revision."""
     with contextlib.suppress(NotFoundError):
         await js.delete_stream(EVENTS_STREAM)
-    await js.add_stream(dataclasses.replace(bus.stream_config(), max_msgs_per_subject=-1))
+    config = bus.stream_config(Topology(replicas=replicas))
+    await js.add_stream(dataclasses.replace(config, max_msgs_per_subject=-1))
+
+
+async def stream_leader(js: JetStreamContext) -> int:
+    """The index of the cluster node that leads the event stream now."""
+    info = await js.stream_info(EVENTS_STREAM)
+    assert info.cluster is not None and info.cluster.leader is not None
+    return int(info.cluster.leader.removeprefix("n"))

@@ -173,6 +173,10 @@ class Producer:
         self._js = js
         self.published = 0
 
+    @property
+    def js(self) -> JetStreamContext:
+        return self._js
+
     async def publish(self, event_type: str, obj: dict[str, Any], *,
                       dedupe: bool = True, deadline: float = 60.0) -> int:
         payload = _encode({"type": event_type, "object": obj})

@@ -22,7 +22,7 @@ import yaml
 from nats.aio.client import Client
 
 from clearance_cli.services import run_service
-from clearance_core import inboxes
+from clearance_core import inboxes, nats_urls
 from clearance_runtime.settings import Settings
 
 
@@ -34,13 +34,14 @@ class System:
     def __init__(self, nats_url: str, redis_url: str, manifests: Path | None, *,
                  cache_ttl: int = 300, kubeconfig: Path | None = None,
                  service_urls: Mapping[str, str] | None = None,
-                 reply_prefixes: str = "_INBOX", inspect_url: str | None = None) -> None:
+                 reply_prefixes: str = "_INBOX", inspect_url: str | None = None,
+                 **settings: Any) -> None:
         own = {f"{name.replace('-', '_')}_nats_url": url
                for name, url in (service_urls or {}).items()}
         self.settings = Settings(nats_url=nats_url, redis_url=redis_url, manifests=manifests,
                                  decision_cache_ttl=cache_ttl, manifest_poll_seconds=0.05,
                                  kubeconfig=kubeconfig, kubernetes=kubeconfig is not None,
-                                 reply_prefixes=reply_prefixes, **own)
+                                 reply_prefixes=reply_prefixes, **own, **settings)
         self.manifests = manifests
         self._inspect_url = inspect_url
         self._inspector: Client | None = None
@@ -51,7 +52,7 @@ class System:
         for name in names or ("watcher", "compiler", "cache-invalidator", "decision"):
             self.tasks[name] = asyncio.create_task(run_service(name, self.settings))
         if self.nc is None:
-            self.nc = await nats.connect(self.settings.nats_url,
+            self.nc = await nats.connect(nats_urls.split(self.settings.nats_url),
                                          inbox_prefix=inboxes.prefix_for(self.settings.nats_url))
         await asyncio.sleep(0)
 
@@ -88,10 +89,11 @@ class System:
         if self._inspect_url is not None:
             if self._inspector is None:
                 self._inspector = await nats.connect(
-                    self._inspect_url, inbox_prefix=inboxes.prefix_for(self._inspect_url))
+                    nats_urls.split(self._inspect_url),
+                    inbox_prefix=inboxes.prefix_for(self._inspect_url))
             inspector = self._inspector
         try:
-            info = await inspector.jetstream().stream_info("CLEARANCE_EVENTS")
+            info = await inspector.jetstream().stream_info(self.settings.stream_name)
         except nats.js.errors.NotFoundError:
             return 0  # not created yet
         return int(info.state.last_seq)

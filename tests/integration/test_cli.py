@@ -175,10 +175,23 @@ def test_errors_are_one_clear_line_with_a_status_of_2_or_3(fleet: dict[str, str]
     gone = clearance(fleet, "status", "-s", f"nats://127.0.0.1:{port}", "--timeout", "1")
     assert gone.returncode == 3
     assert gone.stderr.startswith(f"error: cannot reach NATS at nats://127.0.0.1:{port}")
+    # A cluster's several URLs: none answering is the same clear line, naming them all;
+    # one that answers (listed after a dead one) is enough.
+    other = servers.free_port()
+    cluster = f"nats://127.0.0.1:{port}, nats://u:secret@127.0.0.1:{other}"
+    none = clearance(fleet, "status", "-s", cluster, "--timeout", "2")
+    assert none.returncode == 3
+    assert none.stderr.startswith(f"error: cannot reach NATS at nats://127.0.0.1:{port},"
+                                  f"nats://127.0.0.1:{other}"), none.stderr
+    assert "secret" not in none.stderr
+    typo = clearance(fleet, "status", "-s", f"nats://127.0.0.1:{port};http://x")
+    assert typo.returncode == 2 and typo.stderr.startswith("error: --server"), typo.stderr
+    live = clearance(fleet, "status", "-s", f"nats://127.0.0.1:{port},{fleet['CLEARANCE_NATS_URL']}")
+    assert live.returncode == 0, live.stderr
     unknown = clearance(fleet, "who-can-see", "nowhere")
     assert unknown.returncode == 2
     assert unknown.stderr.startswith("Error from server (not_found): cluster 'nowhere'")
-    for done in (refused, nobody, gone, unknown):
+    for done in (refused, nobody, gone, none, typo, unknown):
         assert "Traceback" not in done.stderr and done.stdout == ""
 
 

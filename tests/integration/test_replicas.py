@@ -37,7 +37,9 @@ async def system(clean_servers: Servers, tmp_path: Path) -> AsyncIterator[System
 
 def compiler(servers_: Servers) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLEARANCE_")}
-    env.update(CLEARANCE_NATS_URL=servers_.nats_url, CLEARANCE_REDIS_URL=servers_.redis_url)
+    env.update(CLEARANCE_NATS_URL=servers_.nats_url, CLEARANCE_REDIS_URL=servers_.redis_url,
+               # A quick handover: this test is about the standby taking over, not timing.
+               CLEARANCE_LEASE_TTL_S="6", CLEARANCE_LEASE_RENEW_S="2")
     return subprocess.Popen([CLEARANCE, "run", "compiler"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 

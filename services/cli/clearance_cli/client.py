@@ -12,7 +12,6 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import msgspec
 import nats
@@ -21,7 +20,7 @@ from nats.aio.client import Client
 
 from clearance_cli import output, statelock
 from clearance_cli.flags import NO, OK, UNAVAILABLE, USAGE, CliError
-from clearance_core import inboxes
+from clearance_core import inboxes, nats_urls
 from clearance_core.wire import REQUESTS, SUBJECT_STATUS
 
 #: Error codes that mean "what you asked cannot be answered as asked" (exit 2); the
@@ -70,9 +69,10 @@ def connect_options(args: argparse.Namespace) -> dict[str, Any]:
     """``nats.connect`` keyword arguments from the connection flags."""
     options: dict[str, Any] = {
         # nats-py's max_reconnect_attempts=0 means "for ever", initial connect included:
-        # one retry, soon, then give up (request() bounds the whole by --timeout too).
+        # one retry of each server, soon, then give up (request() bounds the whole by
+        # --timeout too). Listed in order: a question goes to the first node that answers.
         "connect_timeout": args.timeout, "max_reconnect_attempts": 1,
-        "reconnect_time_wait": 0.1, "allow_reconnect": False,
+        "reconnect_time_wait": 0.1, "allow_reconnect": False, "dont_randomize": True,
         "name": f"clearance-cli-{args.command}"}
     if args.nats_creds and args.nats_nkey:
         raise CliError("--nats-creds and --nats-nkey exclude each other")
@@ -102,6 +102,10 @@ def connect_options(args: argparse.Namespace) -> dict[str, Any]:
 async def request(args: argparse.Namespace, subject: str, body: bytes) -> dict[str, Any]:
     """The reply to one request, decoded; CliError (exit 3) when there is none."""
     url = nats_url(args)
+    try:
+        servers = nats_urls.parse(url)
+    except ValueError as exc:
+        raise CliError(f"--server / CLEARANCE_NATS_URL: {exc}", USAGE) from None
     options = connect_options(args)
     errors: list[str] = []
 
@@ -110,13 +114,13 @@ async def request(args: argparse.Namespace, subject: str, body: bytes) -> dict[s
 
     try:
         async with asyncio.timeout(args.timeout):
-            nc = await nats.connect(url, error_cb=on_error, **options)
+            nc = await nats.connect(servers, error_cb=on_error, **options)
     except (OSError, ssl.SSLError, nats.errors.Error, TimeoutError) as exc:
         reason = errors[-1] if errors else str(exc) or (
             f"no answer within {args.timeout:g} s" if isinstance(exc, TimeoutError)
             else type(exc).__name__)
-        raise CliError(f"cannot reach NATS at {_redacted(url)}: {reason}", UNAVAILABLE) \
-            from None
+        where = nats_urls.redacted_list(servers)
+        raise CliError(f"cannot reach NATS at {where}: {reason}", UNAVAILABLE) from None
     try:
         reply = await nc.request(subject, body, timeout=args.timeout)
     except nats.errors.NoRespondersError:
@@ -149,12 +153,6 @@ async def _no_responders(nc: Client, subject: str, wait: float) -> str:
             return (f"no service answers {subject} (is it a Clearance subject? known "
                     f"subjects: {', '.join(sorted(REQUESTS))})")
     return f"no service answers {subject} (is Clearance running?)"
-
-
-def _redacted(url: str) -> str:
-    """Scheme, host and port: credentials may ride in the URL."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
 
 
 def ask(args: argparse.Namespace, subject: str, body: msgspec.Struct | bytes, table: Table,

@@ -52,7 +52,8 @@ def connection_flags() -> argparse.ArgumentParser:
     parent = argparse.ArgumentParser(add_help=False)
     group = parent.add_argument_group("connection (each also from the environment)")
     group.add_argument("-s", "--server", metavar="URL", default=None,
-                       help="NATS URL (CLEARANCE_NATS_URL; else the one `clearance up` wrote "
+                       help="NATS URL, or a cluster's several separated by commas "
+                            "(CLEARANCE_NATS_URL; else the one `clearance up` wrote "
                             "to .clearance/endpoints.json; else nats://127.0.0.1:4222)")
     group.add_argument("--timeout", type=_seconds, default=5.0, metavar="SECONDS",
                        help="give up connecting, and waiting for the reply, after this long "

@@ -103,6 +103,8 @@ async def _run_once(name: str, settings: Settings) -> None:
                           health_check_interval=10)
     packing.use_hiredis_packing(redis)  # C packing: big invalidations and batch commits
     runner: Callable[[], Awaitable[None]]
+    lease = functools.partial(Lease, nc.jetstream(), ttl=settings.lease_ttl_s,
+                              renew=settings.lease_renew_s, topology=settings.topology)
     # Each service's package is imported when it starts, not with this module: a process
     # running one service saves the others' imports (~0.45 s of a ~1 s start).
     if name == "gateway":  # asks over NATS only; its Redis client is never connected
@@ -115,17 +117,18 @@ async def _run_once(name: str, settings: Settings) -> None:
         # One active watcher per set of sources; replicas wait as standbys.
         sources = "-".join(s for s, on in (("manifests", settings.manifests is not None),
                                             ("kubernetes", settings.kubernetes)) if on)
-        watcher_lease = Lease(nc.jetstream(), f"watcher.{sources or 'none'}",
-                              service=name)
+        # Its NATS user may not update the lease bucket: the compiler reconciles it.
+        watcher_lease = lease(f"watcher.{sources or 'none'}", service=name, reconcile=False)
         runner = functools.partial(watcher_lease.hold, Watcher(nc, settings, redis).run)
     elif name == "compiler":
         from clearance_compiler.app import Compiler  # noqa: PLC0415 - see above
         from clearance_core.authority import Authority  # noqa: PLC0415 - see above
 
         # Exactly one active compiler (folding is order-sensitive); replicas are standbys.
-        compiler_lease = Lease(nc.jetstream(), "compiler", service=name)
+        compiler_lease = lease("compiler", service=name)
         compiler = Compiler(nc, redis, allow_unset=settings.allow_unset,
-                            authority=Authority.of(settings.admin_namespace_list))
+                            authority=Authority.of(settings.admin_namespace_list),
+                            topology=settings.topology)
         runner = functools.partial(compiler_lease.hold, compiler.run)
     elif name == "cache-invalidator":
         from clearance_invalidator.app import Invalidator  # noqa: PLC0415 - see above

@@ -28,9 +28,10 @@ from nats.js.errors import NotFoundError
 
 from clearance_compiler.folder import Folder
 from clearance_core.authority import Authority
-from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS
+from clearance_core.wire import EVENTS_SUBJECTS
 from clearance_runtime import bus, health, logs, metrics, retries
 from clearance_runtime.checkpoints import Checkpoints
+from clearance_runtime.jetstream import Topology
 from clearance_runtime.pull import Pulled, Puller, open_puller
 from clearance_runtime.state import StateStore
 
@@ -45,8 +46,10 @@ CENSUS_EVERY = 2.0
 
 class Compiler:
     def __init__(self, nc: Client, redis: aioredis.Redis, *, allow_unset: bool = True,
-                 authority: Authority | None = None) -> None:
+                 authority: Authority | None = None,
+                 topology: Topology = bus.DEFAULT) -> None:
         self._nc = nc
+        self._topology = topology
         self._js: JetStreamContext = nc.jetstream()
         self._r = redis
         self._store = StateStore(redis, allow_unset=allow_unset, authority=authority)
@@ -75,7 +78,7 @@ class Compiler:
 
     async def _run_from_checkpoint(self) -> None:
         """Position the consumer at the checkpoint and fold until the state is lost."""
-        await bus.ensure_stream(self._js)
+        await bus.ensure_stream(self._js, self._topology)
         checkpoint = await self._resume_from()
         self._epoch = await self._store.epoch()
         await self._note_behind(checkpoint)
@@ -102,7 +105,7 @@ class Compiler:
     async def _subscribe(self, checkpoint: int) -> Puller:
         """The consumer, (re)created to deliver from ``checkpoint + 1``, and its reader."""
         with contextlib.suppress(NotFoundError):
-            await self._js.delete_consumer(EVENTS_STREAM, DURABLE)
+            await self._js.delete_consumer(self._topology.stream, DURABLE)
         config = ConsumerConfig(
             durable_name=DURABLE,
             deliver_policy=DeliverPolicy.BY_START_SEQUENCE if checkpoint else DeliverPolicy.ALL,
@@ -111,8 +114,10 @@ class Compiler:
             ack_wait=60.0,
             max_ack_pending=4 * BATCH,
             filter_subject=EVENTS_SUBJECTS,
+            # As many copies as the stream: its node lost, the consumer keeps its place.
+            num_replicas=self._topology.replicas,
         )
-        return await open_puller(self._js, EVENTS_STREAM, config, batch=BATCH)
+        return await open_puller(self._js, self._topology.stream, config, batch=BATCH)
 
     async def _resume_from(self) -> int:
         """The checkpoint to continue after; 0 once a store that lost its state (or never
@@ -122,7 +127,7 @@ class Compiler:
             return checkpoint or 0
         if checkpoint is not None:
             log.warning("compiled_state_partial", checkpoint=checkpoint)
-        target = (await self._js.stream_info(EVENTS_STREAM)).state.last_seq
+        target = (await self._js.stream_info(self._topology.stream)).state.last_seq
         removed = await self._store.wipe(target)
         log.info("compiled_state_rebuilding", removed_keys=removed, until=target)
         return 0

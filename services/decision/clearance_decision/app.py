@@ -100,6 +100,8 @@ class DecisionService:
         }, self._reads, self._tokens)
         self._responder = Responder(nc, queue=QUEUE, reply_prefixes=settings.reply_prefix_list)
         self._revision = 0
+        #: Every decision replica answers: each beats under its own id (health.REPLICATED).
+        self.replica = health.replica_id()
 
     async def check_many(self, bodies: list[bytes]) -> list[bytes]:
         """Checks that arrived together, answered together (see :mod:`.checks`)."""
@@ -120,7 +122,8 @@ class DecisionService:
                 try:
                     self._revision = max(self._revision, await self._reads.revision())
                     await self._cache.flush_stats()
-                    await health.beat(self._r, "decision", self._revision)
+                    await health.beat(self._r, "decision", self._revision,
+                                      replica=self.replica)
                 except redis.exceptions.RedisError as exc:
                     log.warning("heartbeat_failed", error=str(exc))
                 await asyncio.sleep(1.0)

@@ -27,10 +27,12 @@ class Watcher:
 
     async def run(self) -> None:
         js = self._nc.jetstream()
-        await bus.ensure_stream(js)
+        topology = self._settings.topology
+        # Its NATS user may create the stream, not update it: the compiler reconciles.
+        await bus.ensure_stream(js, topology, reconcile=False)
         sources: list[Coroutine[Any, Any, None]] = [self._heartbeat()]
         if self._settings.manifests is not None:
-            ledger = Ledger(js, source="manifests", nc=self._nc)
+            ledger = Ledger(js, source="manifests", nc=self._nc, topology=topology)
             await ledger.load()
             self._ledgers.append(ledger)
             sources.append(ManifestSource(
@@ -38,7 +40,7 @@ class Watcher:
                 poll_seconds=self._settings.manifest_poll_seconds,
                 max_bytes=self._settings.manifest_max_bytes).run())
         if self._settings.kubernetes:
-            ledger = Ledger(js, source="kubernetes", nc=self._nc)
+            ledger = Ledger(js, source="kubernetes", nc=self._nc, topology=topology)
             await ledger.load()
             self._ledgers.append(ledger)
             sources.append(self._kubernetes(ledger))

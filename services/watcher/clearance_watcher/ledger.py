@@ -50,8 +50,9 @@ from clearance_core import rejections
 from clearance_core.errors import ClearanceError, InvalidObject
 from clearance_core.kinds import ObjectRef, content_hash, event_subject, over_limits, ref_of
 from clearance_core.registry import STATUS_WRITTEN
-from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS, Event, EventType
+from clearance_core.wire import EVENTS_SUBJECTS, Event, EventType
 from clearance_runtime import bus, logs, metrics, retries
+from clearance_runtime.jetstream import Topology
 from clearance_runtime.outages import is_transient
 from clearance_runtime.pull import open_puller
 
@@ -122,8 +123,10 @@ def version_of(obj: dict[str, Any]) -> str:
 
 
 class Ledger:
-    def __init__(self, js: JetStreamContext, *, source: str, nc: Client | None = None) -> None:
+    def __init__(self, js: JetStreamContext, *, source: str, nc: Client | None = None,
+                 topology: Topology = bus.DEFAULT) -> None:
         self._js = js
+        self._topology = topology
         self._nc = nc
         self._source = source
         self._known: dict[ObjectRef, Known] = {}
@@ -145,7 +148,7 @@ class Ledger:
 
     async def load(self) -> None:
         """Rebuild the ledger from the last message of every subject of this source."""
-        info = await self._js.stream_info(EVENTS_STREAM)
+        info = await self._js.stream_info(self._topology.stream)
         if not info.state.messages:
             return
         # A consumer named for this source, not one the server names: the watcher's NATS
@@ -154,15 +157,16 @@ class Ledger:
         # position is past what it delivered).
         name = loader_name(self._source)
         with contextlib.suppress(nats.js.errors.NotFoundError):
-            await self._js.delete_consumer(EVENTS_STREAM, name)
+            await self._js.delete_consumer(self._topology.stream, name)
         # Read with the compiler's reader (``clearance_runtime.pull``): nats-py's fetch
         # spent 45 us per message, most of a restart's reload of a large stream.
-        puller = await open_puller(self._js, EVENTS_STREAM, ConsumerConfig(
+        puller = await open_puller(self._js, self._topology.stream, ConsumerConfig(
             name=name,
             deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
             ack_policy=AckPolicy.NONE,
             inactive_threshold=30.0,
             filter_subject=EVENTS_SUBJECTS,
+            num_replicas=self._topology.replicas,
         ), batch=LOAD_BATCH)
         try:
             # Stop when the consumer says nothing is pending, not at the first wait that
@@ -184,7 +188,7 @@ class Ledger:
         finally:
             await puller.stop()
             with contextlib.suppress(nats.errors.Error, TimeoutError):
-                await self._js.delete_consumer(EVENTS_STREAM, puller.durable)
+                await self._js.delete_consumer(self._topology.stream, puller.durable)
         log.info("ledger_loaded", source=self._source, objects=len(self._known))
 
     def _max_payload(self) -> int:

@@ -1,0 +1,69 @@
+"""On a 3-node NATS cluster, CLEARANCE_JETSTREAM_REPLICAS=3 keeps three copies of the event
+stream, the compiler's consumer and the lease bucket — created so, or brought to it from
+one copy at start — and the services, given every node's URL, answer as on one server."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from clearance_runtime import bus, jetstream
+from tests.cluster import NatsCluster
+from tests.conftest import Servers
+from tests.integration.harness import System, cluster
+from tests.unit.policies import policy
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def replicated(clean_servers: Servers, nats_cluster: NatsCluster,
+                     tmp_path: Path) -> AsyncIterator[System]:
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    system = System(nats_cluster.url, clean_servers.redis_url, manifests,
+                    jetstream_replicas=3)
+    system.write("inventory.yaml", cluster("prod-east"))
+    system.write("p.yaml", policy("p", users=["alice"], default="all"))
+    yield system
+    await system.close()
+
+
+async def test_one_copy_is_brought_to_three_and_answers_follow(
+        replicated: System, nats_cluster: NatsCluster) -> None:
+    # As a deployment made before the setting left them: one copy each, the old 5 s TTL.
+    nc = await nats_cluster.connect()
+    js = nc.jetstream()
+    await js.add_stream(bus.stream_config(jetstream.Topology(replicas=1)))
+    await js.create_key_value(bucket=jetstream.DEFAULT_LEASE_BUCKET, ttl=5.0, history=1)
+    try:
+        await replicated.start()
+        revision = await replicated.settle(timeout=60)
+        reply = await replicated.check("alice", "prod-east", min_revision=revision)
+        assert reply["decision"] == "allow"
+
+        stream = await js.stream_info(jetstream.DEFAULT.stream)
+        assert stream.config.num_replicas == 3
+        assert stream.cluster is not None and len(stream.cluster.replicas or []) == 2
+        consumer = await js.consumer_info(jetstream.DEFAULT.stream, "clearance-compiler")
+        assert consumer.config.num_replicas == 3
+        leases = await js.stream_info(jetstream.DEFAULT.lease_stream)
+        assert leases.config.num_replicas == 3
+        assert leases.config.max_age == pytest.approx(15.0)  # the lease outlasts elections
+    finally:
+        await nc.close()
+
+
+async def test_a_count_the_cluster_cannot_hold_is_a_clear_error(
+        nats_cluster: NatsCluster) -> None:
+    nc = await nats_cluster.connect()
+    try:
+        js = nc.jetstream()
+        await bus.ensure_stream(js, jetstream.Topology(replicas=1))
+        with pytest.raises(jetstream.ReplicasRefused, match="CLEARANCE_JETSTREAM_REPLICAS"):
+            await bus.ensure_stream(js, jetstream.Topology(replicas=5))
+        assert (await js.stream_info(jetstream.DEFAULT.stream)).config.num_replicas == 1
+    finally:
+        await nc.close()
