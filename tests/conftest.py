@@ -15,11 +15,19 @@ from pathlib import Path
 import nats
 import pytest
 import redis.asyncio as aioredis
+from hypothesis import settings
 from nats.js.errors import NotFoundError
 
 from clearance_core.wire import EVENTS_STREAM
 from clearance_runtime import servers
 from tests.cluster import NatsCluster
+
+# Hypothesis judges a test by what it finds, not by how long one example took: the full
+# test command runs three workers on two cores, where a 0.1 ms example sometimes takes
+# 300 ms, and its default 200 ms deadline then fails a correct test ("Unreliable test
+# timings"). Tests that bound their own time say so with their own settings.
+settings.register_profile("clearance", deadline=None)
+settings.load_profile("clearance")
 
 #: Each directory's marker: a test is marked by where it lives, so ``-m "not integration"``
 #: selects exactly the tests that need no servers (a module cannot forget its marker).

@@ -25,6 +25,7 @@ from typing import Any
 import msgspec
 import nats
 import nats.errors
+import nats.js.errors
 import pytest
 import yaml
 from nats.aio.client import Client
@@ -184,7 +185,10 @@ async def callers(deployment: Deployment) -> AsyncIterator[dict[str, Caller]]:
 
 async def _last_seq(callers: dict[str, Caller]) -> int:
     """The stream's last sequence, read as the watcher (the only caller allowed to)."""
-    info = await callers["watcher"].nc.jetstream().stream_info("CLEARANCE_EVENTS")
+    try:
+        info = await callers["watcher"].nc.jetstream().stream_info("CLEARANCE_EVENTS")
+    except nats.js.errors.NotFoundError:
+        return 0  # the compiler has not created it yet
     return int(info.state.last_seq)
 
 
@@ -192,7 +196,7 @@ async def _settled(callers: dict[str, Caller], past: int = 0) -> int:
     """Wait until the stream is past ``past`` and the decision service reflects all of
     it; that revision."""
     status: Any = None
-    for _ in range(300):
+    for _ in range(600):  # 30 s: three test workers share two cores
         target = await _last_seq(callers)
         if target > past:
             status = await callers["operator"].ask("clearance.v1.status", {})
