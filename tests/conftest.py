@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 from hypothesis import settings
 from nats.js.errors import NotFoundError
 
-from clearance_core.wire import EVENTS_STREAM
+from clearance_api.wire import EVENTS_STREAM
 from clearance_runtime import servers
 from tests.cluster import NatsCluster
 
