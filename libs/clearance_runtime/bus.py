@@ -48,8 +48,8 @@ def redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-#: How a connection finds its way in a cluster (nats-py's options; docs/operations.md:
-#: Configuration).
+#: How a connection finds its way in a cluster (nats-py's options;
+#: docs/operations.md: Configuration).
 #: Seconds between two attempts at the same server. With several, a node that is down is
 #: skipped for the next one at once: only a whole cluster down waits this per round.
 RECONNECT_WAIT = 0.5
