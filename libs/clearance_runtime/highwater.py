@@ -75,21 +75,15 @@ class HighWater:
         else raise the marks to it. A store being rebuilt (``clr:built`` gone or new) is
         not judged here: ``health.rebuilding`` holds it unavailable until it is whole
         again, at a revision no lower than any answered before the rebuild began."""
+        why = self._behind(probe, floor)
+        if why is not None:
+            self.refused += 1
+            metrics.STORE_BEHIND.inc()
+            raise Unavailable(f"the state store is behind: {why}; it is being caught up "
+                              f"from the stream")
         if probe.built is None:
             return
         rev = int(probe.rev)
-        if floor.recorded_epoch is not None:
-            if probe.built != floor.recorded_epoch and probe.built in self.left:
-                # A build this process answered from and then saw replaced, which the
-                # compiler has not committed to since: a store rolled back to it. (A
-                # build never seen is a new one: health.rebuilding holds it until whole.)
-                self._refuse("it holds an older build than the compiler's last commit")
-            if probe.built == floor.recorded_epoch and rev < floor.recorded_rev:
-                self._refuse(f"checkpoint {rev} is below the compiler's committed "
-                             f"{floor.recorded_rev}")
-        if probe.built == floor.epoch and (rev < floor.rev or probe.revision < floor.revision):
-            self._refuse(f"revision {probe.revision} (checkpoint {rev}) is below "
-                         f"{floor.revision} (checkpoint {floor.rev}) already answered")
         if probe.built != self.epoch:  # a new build: its marks start from what it holds
             if self.epoch is not None:
                 self.left = (self.left | {self.epoch}) - {probe.built}
@@ -99,8 +93,24 @@ class HighWater:
         else:
             self.rev, self.revision = max(self.rev, rev), max(self.revision, probe.revision)
 
-    def _refuse(self, why: str) -> None:
-        self.refused += 1
-        metrics.STORE_BEHIND.inc()
-        raise Unavailable(f"the state store is behind: {why}; it is being caught up from "
-                     f"the stream")
+    def behind(self, probe: Probe) -> str | None:
+        """Why the store, as ``probe`` read it, is behind the marks now (None: it is
+        not) — for readiness; changes nothing and counts no refusal."""
+        return self._behind(probe, self.floor())
+
+    def _behind(self, probe: Probe, floor: Floor) -> str | None:
+        if probe.built is None:
+            return None
+        rev = int(probe.rev)
+        if floor.recorded_epoch is not None:
+            if probe.built != floor.recorded_epoch and probe.built in self.left:
+                # A build this process answered from and then saw replaced, which the
+                # compiler has not committed to since: a store rolled back to it. (A
+                # build never seen is a new one: health.rebuilding holds it until whole.)
+                return "it holds an older build than the compiler's last commit"
+            if probe.built == floor.recorded_epoch and rev < floor.recorded_rev:
+                return f"checkpoint {rev} is below the compiler's committed {floor.recorded_rev}"
+        if probe.built == floor.epoch and (rev < floor.rev or probe.revision < floor.revision):
+            return (f"revision {probe.revision} (checkpoint {rev}) is below "
+                    f"{floor.revision} (checkpoint {floor.rev}) already answered")
+        return None

@@ -161,7 +161,7 @@ class Lease:
         # lease just lost, and Python 3.11's TaskGroup leaves that task's cancelling()
         # count raised when a child (``_keep``: LeaseLost) fails while it exits.
         while True:
-            probes.beat(self._service, 0, 0)  # a standby is alive, just not active
+            probes.turn(self._service)  # a standby is alive, just not active
             try:
                 self._last = await kv.create(self.name, self.holder.encode())
                 return self._last

@@ -105,6 +105,13 @@ class Reads:
             raise error
         self.highwater.check(health.Probe.of(rev, built, revision), floor)
 
+    async def behind(self) -> str | None:
+        """Why the store is behind this process's high-water mark (None: it is not), for
+        readiness: a replica whose every read would be refused is taken out of service."""
+        revision, built, rev = await self._r.mget([keys.INVALIDATED_REV, keys.BUILT,
+                                                   keys.REV])
+        return self.highwater.behind(health.Probe.of(rev, built, revision))
+
     async def wait_for(self, minimum: int, timeout_ms: int | None) -> int:
         """Wait until the system revision reaches ``minimum`` (``Stale`` after the timeout).
         Always asked of Redis: a flushed store being rebuilt must not be mistaken for one

@@ -30,7 +30,7 @@ import stamina
 import stamina.instrumentation
 from prometheus_client import Counter
 
-from clearance_runtime import logs
+from clearance_runtime import logs, probes
 from clearance_runtime.outages import is_transient
 
 log = logs.get(__name__)
@@ -83,6 +83,8 @@ def _describe(exc: BaseException) -> str:
 def _on_retry(details: stamina.instrumentation.RetryDetails) -> None:
     what, context = _RETRYING.get()
     RETRIES.labels(what=what).inc()
+    # A loop waiting out an outage is alive: liveness must not restart it mid-failover.
+    probes.turn()
     log.warning("retrying", what=what, **context, error=_describe(details.caused_by),
                 attempt=details.retry_num, retry_in=round(details.wait_for, 2))
 

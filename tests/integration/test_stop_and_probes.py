@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from clearance_runtime import servers
+from clearance_runtime import probes, servers
 from tests.conftest import Servers
 
 CLEARANCE = str(Path(sys.executable).parent / "clearance")
@@ -140,3 +140,48 @@ def test_every_service_stops_within_five_seconds_with_servers_gone(
         for proc in procs.values():
             if proc.poll() is None:
                 proc.kill()
+
+
+def _heartbeat_age(port: int, service: str) -> float:
+    for line in get(port, "/metrics")[1].splitlines():
+        if line.startswith(f'clearance_heartbeat_age_seconds{{service="{service}"}}'):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no heartbeat age for {service}")
+
+
+def test_a_valkey_outage_fails_readiness_never_liveness(tmp_path: Path) -> None:
+    """Liveness follows the process's own loops, readiness its servers: in Kubernetes a
+    Valkey failover must take pods out of service, never restart them all mid-failover."""
+    nats_srv, nats_url = servers.nats_server(tmp_path / "nats")
+    valkey_srv, redis_url = servers.valkey_server(tmp_path / "valkey")
+    nats_srv.start()
+    valkey_srv.start()
+    port = servers.free_port()
+    proc = start("all", nats_url, redis_url, port, tmp_path)
+    try:
+        wait_for(lambda: get(port, "/readyz")[0] == 200)
+        valkey_srv.kill()
+        _status, text = wait_for(lambda: (r := get(port, "/readyz"))[0] == 503 and r)
+        problems = json.loads(text)["problems"]
+        assert "Valkey unreachable" in problems["decision"], problems
+        assert "gateway" not in problems  # it uses no store
+        # Past the point where every store heartbeat is stale (what liveness used to
+        # follow), every liveness probe still passes.
+
+        def stale_and_live() -> bool:
+            status, body = get(port, "/healthz")
+            assert status == 200, body
+            return all(_heartbeat_age(port, s) > probes.STALE_AFTER + 1
+                       for s in ("watcher", "compiler", "cache-invalidator", "decision"))
+
+        wait_for(stale_and_live, timeout=30)
+        assert get(port, "/readyz")[0] == 503
+        valkey_srv.start()
+        _status, text = wait_for(lambda: (r := get(port, "/readyz"))[0] == 200 and r,
+                                 timeout=30)
+        assert json.loads(text)["problems"] == {}
+        assert get(port, "/healthz")[0] == 200
+    finally:
+        stop_within(proc, signal.SIGTERM)
+        valkey_srv.stop()
+        nats_srv.stop()

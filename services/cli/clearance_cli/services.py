@@ -138,7 +138,10 @@ async def _run_once(name: str, settings: Settings) -> None:
         from clearance_decision.app import DecisionService  # noqa: PLC0415 - see above
 
         runner = DecisionService(nc, redis, settings).run
-    probes.register(name, connected=lambda: nc.is_connected)
+    # Readiness pings the store when no heartbeat wrote to it lately (a standby, an
+    # outage); the gateway uses none (its client is never connected).
+    probes.register(name, connected=lambda: nc.is_connected,
+                    ping=None if name == "gateway" else redis.ping)
     log.info("service_started")
     try:
         async with asyncio.TaskGroup() as group:

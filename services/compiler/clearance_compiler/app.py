@@ -29,7 +29,7 @@ from nats.js.errors import NotFoundError
 from clearance_api.wire import EVENTS_SUBJECTS
 from clearance_compiler.folder import Folder
 from clearance_core.inherit.authority import Authority
-from clearance_runtime import bus, health, logs, metrics, retries
+from clearance_runtime import bus, health, logs, metrics, probes, retries
 from clearance_runtime.checkpoints import Checkpoints
 from clearance_runtime.jetstream import Topology
 from clearance_runtime.pull import Pulled, Puller, open_puller
@@ -144,6 +144,7 @@ class Compiler:
         # delivers it while this one is folded and committed.
         try:
             while True:
+                probes.turn("compiler")
                 # A commit in flight means more events were waiting: they are on their
                 # way, and the commit's report and acknowledgement wait for the next
                 # read, so that read waits only briefly.

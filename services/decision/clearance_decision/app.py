@@ -44,7 +44,7 @@ from clearance_decision.operations import Operations
 from clearance_decision.reviews import Reviews
 from clearance_decision.routes import Route, Serve, route_table
 from clearance_decision.views import Views
-from clearance_runtime import health, logs
+from clearance_runtime import health, logs, probes
 from clearance_runtime.cache import DecisionCache
 from clearance_runtime.checkpoints import Checkpoints
 from clearance_runtime.reads import Reads
@@ -116,6 +116,7 @@ class DecisionService:
         log.info("decision_ready", subjects=list(self.routes))
         try:
             while True:
+                probes.turn("decision")  # alive whatever the servers answer (liveness)
                 record = await self._checkpoints.read()
                 if record is not None:
                     self._reads.highwater.record(*record)
@@ -124,6 +125,8 @@ class DecisionService:
                     await self._cache.flush_stats()
                     await health.beat(self._r, "decision", self._revision,
                                       replica=self.replica)
+                    # Every read would be refused while the store is behind: not ready.
+                    probes.hold("decision", await self._reads.behind())
                 except redis.exceptions.RedisError as exc:
                     log.warning("heartbeat_failed", error=str(exc))
                 await asyncio.sleep(1.0)

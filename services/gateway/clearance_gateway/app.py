@@ -107,8 +107,7 @@ class Gateway:
                      auth=self.callers.mode,
                      allowed_callers=settings.gateway_allowed_callers or "any authenticated")
             while True:
-                if self._nc.is_connected:
-                    probes.beat("gateway", 0, 0)
+                probes.turn("gateway")  # readiness follows the NATS connection
                 await asyncio.sleep(1.0)
         finally:
             await runner.cleanup()

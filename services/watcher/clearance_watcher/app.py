@@ -10,7 +10,7 @@ import redis.asyncio as aioredis
 import redis.exceptions
 from nats.aio.client import Client
 
-from clearance_runtime import bus, health, logs, metrics
+from clearance_runtime import bus, health, logs, metrics, probes
 from clearance_runtime.settings import Settings
 from clearance_watcher.ledger import Ledger
 from clearance_watcher.manifests import ManifestSource
@@ -72,6 +72,7 @@ class Watcher:
         """The watcher reports like every service: a dead watcher shows as unhealthy in
         ``clearance.v1.status``; its revision is the last sequence it wrote or loaded."""
         while True:
+            probes.turn("watcher")  # alive whatever the store answers (liveness)
             try:
                 revision = max((ledger.last_seq for ledger in self._ledgers), default=0)
                 await health.beat(self._r, "watcher", revision)
