@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Iterable
 from urllib.parse import unquote, urlsplit
 
-from clearance_core import nats_urls
+from clearance_api import nats_urls
 
 #: nats-py's (and every NATS client's) inbox prefix when none is configured.
 DEFAULT_PREFIX = "_INBOX"
@@ -52,7 +52,7 @@ def prefix_for_user(user: str | None) -> str:
 
 def user_of(url: str) -> str | None:
     """The user name a NATS URL carries (``nats://user:password@host``), if any (the first
-    URL of a list: see clearance_core.nats_urls). A URL with one credential and no
+    URL of a list: see clearance_api.nats_urls). A URL with one credential and no
     password carries a token, which is never a user name (nor put in a subject)."""
     try:
         parts = urlsplit(nats_urls.first(url))

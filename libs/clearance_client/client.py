@@ -20,11 +20,10 @@ from nats.aio.client import Client as Nats
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from clearance_api import inboxes, wire
+from clearance_api import inboxes, nats_urls, wire
 from clearance_api.errors import BadRequest, Internal, NotFound, RequestError, Stale, Unavailable
 from clearance_api.wire import ErrorBody, RequestBase
 from clearance_client.cache import DecisionCache
-from clearance_core import nats_urls
 
 R = TypeVar("R", bound=msgspec.Struct)
 Callback = Callable[..., Awaitable[None]]

@@ -15,9 +15,8 @@ from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
 
 import msgspec
 
-from clearance_api import inboxes
+from clearance_api import inboxes, nats_urls
 from clearance_api.wire import EVENTS_STREAM
-from clearance_core import nats_urls
 from clearance_core.inherit.authority import parse_namespaces
 from clearance_runtime import store
 from clearance_runtime.jetstream import DEFAULT_LEASE_BUCKET, Topology

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
+from clearance_api import nats_urls
 from clearance_cli.services import CLOSE_WITHIN
-from clearance_core import nats_urls
 from clearance_runtime import settings, store
 
 ROOT = Path(__file__).resolve().parents[2]
