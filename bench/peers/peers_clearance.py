@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 import run as bench_run  # bench/run.py: servers, processes, teardown
 from peer import BATCH, Peer
 
-from clearance_runtime import bus
+from clearance_runtime import bus, keys
 
 _decode = msgspec.json.Decoder().decode
 
@@ -54,15 +54,19 @@ class ClearancePeer(Peer):
             r = aioredis.from_url(srv.redis_url)
             while int(await r.get("clr:inval:rev") or 0) < len(objects):  # noqa: ASYNC110
                 await asyncio.sleep(0.05)
+            while not await r.exists(keys.service("decision")):  # noqa: ASYNC110 - beats
+                await asyncio.sleep(0.05)
             await r.aclose()
             peer = cls(nc, [srv.nats.proc.pid, srv.valkey.proc.pid, procs[2].pid])
             peer.echo_pids = [srv.nats.proc.pid, procs[3].pid]
+            peer.redis_url = srv.redis_url
             yield peer
             await nc.close()
         finally:
             bench_run.teardown(procs, [srv.valkey, srv.nats])
 
     echo_pids: list[int]
+    redis_url: str
 
     def pids(self) -> list[int]:
         return self._pids
