@@ -32,7 +32,7 @@ import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
-from clearance_core.errors import LeaseLost
+from clearance_api.errors import LeaseLost
 from clearance_runtime import health, logs, probes, retries
 
 log = logs.get(__name__)

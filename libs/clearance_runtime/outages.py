@@ -14,7 +14,7 @@ import asyncio
 import nats.errors
 import redis.exceptions
 
-from clearance_core.errors import LostSync
+from clearance_api.errors import LostSync
 
 # Replies a healthy server gives while it cannot take writes for a while.
 _TRANSIENT_REPLIES = ("OOM", "LOADING", "BUSY", "READONLY", "MASTERDOWN", "TRYAGAIN",
