@@ -15,7 +15,8 @@ test *args:
     {{venv}}/python -m pytest -q -p no:cacheprovider -n 3 --dist loadfile "$@"
     {{just_executable()}} --justfile {{justfile()}} lint
 
-# Benchmarks (figures as ratios to a baseline measured in the same run).
+# Benchmarks (figures as ratios to a baseline measured in the same run); `--peers`:
+# Clearance beside Cerbos and SpiceDB on the same facts (bench/peers/README.md).
 bench *args:
     {{venv}}/python bench/run.py "$@"
 

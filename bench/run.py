@@ -7,6 +7,7 @@ responder measured on the same servers in the same run. Figures are reported as 
 to the echo because the machine is shared and noisy; absolute numbers are printed too.
 
     python bench/run.py [--seconds 5] [--inflight 64] [--json out.json]
+    python bench/run.py --peers [--seconds 5] [--json out.json]   # bench/peers/
 """
 
 from __future__ import annotations
@@ -394,4 +395,10 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    if "--peers" in sys.argv[1:]:  # Clearance beside Cerbos and SpiceDB: bench/peers/
+        import runpy
+
+        sys.argv.remove("--peers")
+        runpy.run_path(str(ROOT / "bench" / "peers" / "measure.py"), run_name="__main__")
+    else:
+        asyncio.run(main())

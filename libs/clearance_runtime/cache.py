@@ -98,6 +98,11 @@ def entry_key(digest: str) -> str:
     return keys.cache_entry(digest)
 
 
+def batch_key(digest: str) -> str:
+    """The key of a whole batch's cached answers (see ``Decider``: one write a batch)."""
+    return keys.cache_batch(digest)
+
+
 def trace_key(digest: str) -> str:
     """The key of the cached explanation of the decision with this digest."""
     return keys.cache_trace(digest)

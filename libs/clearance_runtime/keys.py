@@ -66,19 +66,25 @@ Decision cache:
                             msgpack [CheckResult, valid until (POSIX s) | nil] (TTL)
     clr:dt3:<digest>        msgpack [valid until | nil, zlib msgpack trace]: the same
                             check's explanation, cached only when one was asked (TTL)
+    clr:db3:<digest>        the answers of a whole batch that missed the cache (one
+                            entry, one write): the header of an entry about no cluster
+                            in the inventory, then msgpack [[CheckResult...], valid
+                            until | nil]; indexed under the union of its answers'
+                            indexes, and dropped whole by any invalidation that reaches
+                            it (TTL)
     clr:dci:u:<name>        SET   cache keys (entries and explanations) of a username or
                                   email (index sets: no TTL)
     clr:dci:g:<group>       SET   cache keys computed with this effective group
     clr:dci:c:<cluster>     SET   cache keys about this cluster
     clr:dci:p:<digest>      SET   cache keys of one principal (cache.clear)
     clr:dci:all             ZSET  cache key -> expiry (ms): exact entry counts
-Memory (Valkey runs with ``maxmemory-policy volatile-lru``): only ``clr:dc3:`` and ``clr:dt3:``
-entries carry a TTL, so they are the only keys eviction may remove. Compiled state, the
-change streams and the cache index sets carry none: an evicted index would leave live
-entries that no invalidation can reach. Dangling index members (their entry expired or
-was evicted) are swept by the invalidator every minute. At the limit with nothing left
-to evict, Valkey refuses writes: the compiler retries, the decision service answers
-without caching.
+Memory (Valkey runs with ``maxmemory-policy volatile-lru``): only ``clr:dc3:``,
+``clr:dt3:`` and ``clr:db3:`` entries carry a TTL, so they are the only keys eviction may
+remove. Compiled state, the change streams and the cache index sets carry none: an
+evicted index would leave live entries that no invalidation can reach. Dangling index
+members (their entry expired or was evicted) are swept by the invalidator every minute.
+At the limit with nothing left to evict, Valkey refuses writes: the compiler retries, the
+decision service answers without caching.
 Operations:
     clr:svc:<service>       HASH  revision, heartbeat (ms), lag
     clr:svc:<service>@<id>  HASH  the same, per replica of a service that runs several at
@@ -149,6 +155,12 @@ def cache_entry(digest: str) -> str:
 def cache_trace(digest: str) -> str:
     """The cached explanation (trace) of the answer cached under ``cache_entry``."""
     return f"{TRACE_PREFIX}{digest}"
+
+
+def cache_batch(digest: str) -> str:
+    """The cached answers of a whole batch (digest of its principal and checks). Not an
+    ENTRY_PREFIX key: the narrowed invalidation keeps none of these, it drops them."""
+    return f"clr:db3:{digest}"
 
 
 def cache_by_user(name: str) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from clearance_decision.decider import WHOLE_BATCH
 from clearance_runtime import invalidation, keys, servers
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
@@ -35,20 +36,24 @@ async def small(clean_servers: Servers, tmp_path: Path) -> AsyncIterator[tuple[S
     valkey.stop()
 
 
+#: Checks per batch: fewer than a batch cached whole, so each answer is an entry of its own.
+PER_BATCH = WHOLE_BATCH - 1
+
+
 def pod_checks(start: int) -> list[dict[str, Any]]:
     return [{"action": "view", "resource": {"type": "pods", "name": f"pod-{start + i}-" +
                                             "x" * 200, "namespace": "ns",
-                                            "cluster": "prod-east"}} for i in range(100)]
+                                            "cluster": "prod-east"}} for i in range(PER_BATCH)]
 
 
 async def test_at_the_memory_limit_only_cache_is_evicted(small: tuple[System, str]) -> None:
     system, redis_url = small
     r = aioredis.from_url(redis_url)
     try:
-        # ~2 kB per cached answer: 60 batches of 100 are three times the 4 MB limit.
-        for n in range(60):
+        # ~2 kB per cached answer: 6,000 answers are three times the 4 MB limit.
+        for n in range(6000 // PER_BATCH):
             reply = await system.request("clearance.v1.check.batch", {
-                "principal": {"username": "alice"}, "checks": pod_checks(n * 100)})
+                "principal": {"username": "alice"}, "checks": pod_checks(n * PER_BATCH)})
             assert all(res["decision"] == "allow" for res in reply["results"])
         info = await r.info("stats")
         assert int(info["evicted_keys"]) > 0  # the limit was reached and cache gave way

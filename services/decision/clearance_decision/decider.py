@@ -4,10 +4,20 @@ A batch is answered with one cache round trip, one snapshot for all its clusters
 cache write. An answer and its explanation are cached apart (``entries``): a check with
 ``explain`` is a hit only when both are; each lives no longer than the TTL nor past the
 next validity boundary of any candidate policy.
+
+A batch of at least ``WHOLE_BATCH`` checks that all missed is cached as one entry, not
+one per answer: in Valkey an entry costs its SET, its ZADD and an SADD per index set
+whatever its size, and those writes were most of an uncached batch's cost (a hundred
+answers of one principal share every index set but their clusters'). The entry joins
+the union of its answers' index sets and carries the header of an answer about no
+cluster in the inventory, so any invalidation that could change one of its answers drops
+it whole; the same batch asked again is one key. Its answers are not cached one by one
+(the cache then holds either form of an answer, never both to keep in step).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from collections import Counter
@@ -27,18 +37,30 @@ from clearance_core.kube.resources import (
 )
 from clearance_core.monitor.decide import Decision
 from clearance_core.questions import answers, placement, unknown_names
-from clearance_decision.entries import pack, pack_trace, unpack, unpack_trace
+from clearance_decision.entries import (
+    pack,
+    pack_batch,
+    pack_trace,
+    unpack,
+    unpack_batch,
+    unpack_trace,
+)
 from clearance_decision.views import principal_snapshot
 from clearance_runtime import metrics
 from clearance_runtime.cache import (
     DecisionCache,
     Entry,
+    batch_key,
     entry_indexes,
     entry_key,
     trace_key,
 )
 from clearance_runtime.health import Probe
 from clearance_runtime.reads import Reads, Snapshot
+
+#: Checks from which a batch that missed whole is cached as one entry (a smaller one is
+#: cached answer by answer, as single checks are: each invalidated precisely).
+WHOLE_BATCH = 16
 
 #: CLEARANCE_NAMESPACE_TARGET_BUDGET's default (the settings hold the one in force).
 DEFAULT_BUDGET = 100_000
@@ -114,16 +136,25 @@ class Decider:
         ]
         results: list[CheckResult | None] = [None] * len(checks)
         revision = 0
+        whole = None  # the key of the batch's answers cached as one entry
         if self._cache.enabled and lookup:
             wanted = [entry_key(d) for d in digests]
             if explain:
                 wanted += [trace_key(d) for d in digests]
+            elif len(checks) >= WHOLE_BATCH:
+                whole = batch_key(_batch_digest(digests))
+                wanted.append(whole)
             revision, blobs, _ = await self._cache.lookup(wanted)
             now = time.time()
-            for index, blob in enumerate(blobs[:len(checks)]):
-                if blob is not None:
-                    results[index] = _hit(blob, blobs[len(checks) + index] if explain
-                                          else None, now, explain=explain)
+            cached_whole = None if whole is None or blobs[-1] is None \
+                else unpack_batch(blobs[-1], now)
+            if cached_whole is not None and len(cached_whole) == len(checks):
+                results = list(cached_whole)
+            else:
+                for index, blob in enumerate(blobs[:len(checks)]):
+                    if blob is not None:
+                        results[index] = _hit(blob, blobs[len(checks) + index] if explain
+                                              else None, now, explain=explain)
         hits = sum(r is not None for r in results)
         self._cache.hits += hits
         self._cache.misses += len(checks) - hits
@@ -134,6 +165,7 @@ class Decider:
             revision = await self._evaluate(
                 principal=principal, pkey=pkey, checks=checks, clusters=clusters,
                 digests=digests, missing=missing, results=results, explain=explain,
+                whole=whole if hits == 0 else None,
             )
         final: list[CheckResult] = []
         for result in results:
@@ -155,7 +187,10 @@ class Decider:
         missing: list[int],
         results: list[CheckResult | None],
         explain: bool,
+        whole: str | None = None,
     ) -> int:
+        """Evaluates the ``missing`` checks from one snapshot and caches their answers:
+        under ``whole`` as one entry if given (the whole batch missed), else one by one."""
         started = time.time()
         namespaces = {i: namespace_of(checks[i].resource) for i in missing}
         snapshot, identity = await principal_snapshot(
@@ -171,7 +206,10 @@ class Decider:
                 snapshot, identity, checks[i], pkey=pkey, cluster=clusters[i],
                 key=entry_key(digests[i]), now=started,
                 entries=entries,
-                trace_key=trace_key(digests[i]) if explain else None)
+                trace_key=trace_key(digests[i]) if explain else None,
+                packed=whole is None)
+        if whole is not None and entries:
+            entries = [_whole(whole, [r for r in results if r is not None], entries)]
         await self._store(snapshot.compiled_revision, entries)
         return snapshot.revision
 
@@ -224,10 +262,11 @@ class Decider:
     def _result(self, snapshot: Snapshot, identity: Identity, check: BatchItem, *,
                 pkey: str, cluster: str, key: str, now: float,
                 entries: list[Entry], trace_key: str | None,
-                warn: bool = True) -> CheckResult:
+                warn: bool = True, packed: bool = True) -> CheckResult:
         """One check decided from a snapshot, with its warnings (``warn``); its cache
         entry (and its explanation's, under ``trace_key`` if given) appended to
-        ``entries``."""
+        ``entries`` — without its blob unless ``packed`` (a whole batch's entry takes
+        only the index sets and validity of its answers')."""
         decision = answers.check(snapshot, identity, check.action, check.resource,
                                  cluster=cluster, now=now, explain=trace_key is not None)
         result = result_of(decision)
@@ -254,7 +293,8 @@ class Decider:
                 and warned.subject is None else None
             entries.append(Entry(
                 key=key,
-                blob=pack(result, outcome.valid_until, cluster=known, order=outcome.order),
+                blob=pack(result, outcome.valid_until, cluster=known, order=outcome.order)
+                if packed else b"",
                 ttl_ms=self._cache.ttl_ms, indexes=indexes, valid_until=outcome.valid_until,
             ))
             if trace_key is not None:
@@ -278,6 +318,21 @@ def _spreads(resource: Resource) -> bool:
     """Whether a check is judged over the cluster's Namespace targets (the resource was
     placed, so :func:`placement.spreads` cannot raise)."""
     return placement.spreads(resource.type, resource.name, resource.namespace)
+
+
+def _batch_digest(digests: list[str]) -> str:
+    """A batch's digest: of its checks' digests in order (each names the principal)."""
+    return hashlib.blake2b("\n".join(digests).encode(), digest_size=20).hexdigest()
+
+
+def _whole(key: str, results: list[CheckResult], entries: list[Entry]) -> Entry:
+    """One entry for a whole batch: every answer, the union of their index sets, the
+    earliest validity limit."""
+    limits = [e.valid_until for e in entries if e.valid_until is not None]
+    valid_until = min(limits) if limits else None
+    indexes = tuple(dict.fromkeys(index for e in entries for index in e.indexes))
+    return Entry(key=key, blob=pack_batch(results, valid_until), ttl_ms=entries[0].ttl_ms,
+                 indexes=indexes, valid_until=valid_until)
 
 
 def _bounded(entry: Entry, now: float) -> Entry:

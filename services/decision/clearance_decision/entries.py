@@ -9,7 +9,10 @@ where the answer itself holds, and a narrowed invalidation always drops it. Apar
 also leaves answers small (a trace is most of an explained answer's bytes: 1.2 KB of 1.3
 KB with six candidates, 260 bytes compressed) and their reads cheap.
 
-Both carry their validity limit (the next notBefore/notAfter of a candidate, POSIX
+A batch of many checks that all missed is cached whole, under ``clr:db3:<digest>``
+(``Decider``): one write instead of one per answer.
+
+All carry their validity limit (the next notBefore/notAfter of a candidate, POSIX
 seconds), checked when read by the clock that evaluated them: Redis expires an entry by
 its own clock, a moment after the write reached it, so its TTL alone would let an allow
 outlive a ``notAfter`` by that much.
@@ -33,6 +36,14 @@ class Stored(msgspec.Struct, array_like=True):
     valid_until: float | None = None
 
 
+class StoredBatch(msgspec.Struct, array_like=True):
+    """A whole batch's answers without their traces, and the moment the first of them
+    stops holding."""
+
+    results: list[CheckResult]
+    valid_until: float | None = None
+
+
 class StoredTrace(msgspec.Struct, array_like=True):
     """A cached explanation, compressed, and the moment it stops holding."""
 
@@ -43,6 +54,7 @@ class StoredTrace(msgspec.Struct, array_like=True):
 _encode = msgspec.msgpack.Encoder().encode
 _decode_stored = msgspec.msgpack.Decoder(Stored).decode
 _decode_stored_trace = msgspec.msgpack.Decoder(StoredTrace).decode
+_decode_stored_batch = msgspec.msgpack.Decoder(StoredBatch).decode
 _decode_trace = msgspec.msgpack.Decoder(list[TraceStep]).decode
 
 
@@ -62,6 +74,23 @@ def unpack(blob: bytes, now: float) -> CheckResult | None:
         return None
     stored.result.cached = True
     return stored.result
+
+
+def pack_batch(results: list[CheckResult], valid_until: float | None) -> bytes:
+    """A whole batch's answers (traces left out), behind the header of an answer about
+    no cluster in the inventory: every narrowed invalidation that reaches it drops it."""
+    bare = [msgspec.structs.replace(r, trace=msgspec.UNSET) for r in results]
+    return entry_blob(None, None, _encode(StoredBatch(bare, valid_until)))
+
+
+def unpack_batch(blob: bytes, now: float) -> list[CheckResult] | None:
+    """A whole batch's cached answers, or None past the first one's validity."""
+    stored = _decode_stored_batch(entry_body(blob))
+    if stored.valid_until is not None and now >= stored.valid_until:
+        return None
+    for result in stored.results:
+        result.cached = True
+    return stored.results
 
 
 def pack_trace(trace: list[TraceStep], valid_until: float | None) -> bytes:
