@@ -33,6 +33,7 @@ from clearance_core import answers, hierarchy, impact, status
 from clearance_core.authority import Authority
 from clearance_core.decide import Decision
 from clearance_core.evaluate import Matcher, match_cluster
+from clearance_core.families import labels_with
 from clearance_core.fold import Affected
 from clearance_core.folds import FoldEvent
 from clearance_core.folds.accesspolicies import conditions_of
@@ -44,7 +45,7 @@ from clearance_core.model import Model
 from clearance_core.placement import NamespaceIndex
 from clearance_core.policy import CompiledPolicy
 from clearance_core.principal import Identity, identity_of
-from clearance_core.registry import REGISTRY
+from clearance_core.registry import REGISTRY, declared_families
 from clearance_core.resources import check_principal, place_of
 from clearance_core.simulate import dry_run
 from clearance_core.wire import (
@@ -84,7 +85,7 @@ class _Dropped:
         self.invalidate = Affected()
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("put_"):
+        if name == "put" or name.startswith("put_"):
             return _ignore
         raise AttributeError(name)
 
@@ -232,7 +233,7 @@ class _State:
 
     @property
     def labels(self) -> Mapping[str, Mapping[str, str]]:
-        return self._model.clusters
+        return labels_with(self._model.clusters, self._model.stored, declared_families())
 
     @property
     def declared(self) -> frozenset[str]:

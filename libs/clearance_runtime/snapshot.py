@@ -20,13 +20,6 @@ from clearance_core.placement import NamespaceIndex
 from clearance_core.policy import CompiledPolicy
 from clearance_core.principal import Identity
 
-_labels = msgspec.json.Decoder(dict[str, str])
-
-
-def _str(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 _NO_RULES: dict[str, EffectiveRule] = {}
 
 
