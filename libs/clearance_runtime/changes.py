@@ -19,7 +19,6 @@ import msgspec
 from clearance_core.families import Family
 from clearance_core.fold import Affected
 from clearance_core.metricsource import CompiledSource
-from clearance_core.narrowing import Narrow
 from clearance_core.policy import CompiledPolicy
 from clearance_core.rbac import Binding, Role
 from clearance_runtime import families, keys, rbac_store
@@ -30,48 +29,22 @@ from clearance_runtime.replies import text
 _msgpack = msgspec.msgpack.Encoder()
 
 
-class Scope(msgspec.Struct, kw_only=True):
-    users: list[str] = []
-    groups: list[str] = []
-    clusters: list[str] = []
-    all: bool = False
-    #: Not empty: only the users' and groups' entries about these clusters.
-    within: list[str] = []
-    #: Not None: only the users' and groups' entries this narrowing drops (a policy or
-    #: Group membership change: ``clearance_core.narrowing``).
-    narrow: Narrow | None = None
-    #: The cached answers that warn of an unknown cluster or type go.
-    unknown: bool = False
-
-    def __bool__(self) -> bool:
-        return bool(self.users or self.groups or self.clusters or self.all or self.unknown)
-
-
 class ChangeRecord(msgspec.Struct, kw_only=True):
     """What one event changed, for the invalidator (stored as stream fields): whose
     cached decisions to delete, and whom to announce on ``clearance.decisions.changed``
-    (a RoleBinding change is announced — reviews change — but deletes no cached check)."""
+    (a RoleBinding change is announced — reviews change — but deletes no cached check).
+
+    One record, one Struct: the fold's two audiences are the core's ``Affected`` as they
+    are — written by the compiler (their sets sorted by the encoder, ``_record_json``)
+    and read back by the invalidator."""
 
     revision: int
-    invalidate: Scope = msgspec.field(default_factory=Scope)
-    announce: Scope = msgspec.field(default_factory=Scope)
+    invalidate: Affected = msgspec.field(default_factory=Affected)
+    announce: Affected = msgspec.field(default_factory=Affected)
     #: The event's kind ("" for a malformed one) and when it was published on the stream
     #: (ms since the epoch), for the invalidator's metrics by kind and event-to-effect time.
     kind: str = ""
     published_ms: int | None = None
-
-
-class _RecordOut(msgspec.Struct, kw_only=True):
-    """A :class:`ChangeRecord` as the compiler writes it: the fold's ``Affected`` sets
-    as they are (fields named and ordered as :class:`Scope`'s), sorted by the encoder
-    (``_record_json``). Building a Scope of sorted lists for each was a visible part of
-    folding a backlog."""
-
-    revision: int
-    invalidate: Affected
-    announce: Affected
-    kind: str
-    published_ms: int | None
 
 
 _record_json = msgspec.json.Encoder(order="deterministic").encode
@@ -174,8 +147,8 @@ class Transaction(InheritWrites):
         """The event's commands, its change record appended (with the new values of the
         mirrored fields they write, unless over :data:`VALUES_MAX_BYTES`): everything to
         commit for it but the checkpoint."""
-        record = _RecordOut(revision=self.seq, invalidate=self.invalidate,
-                            announce=self.announce, kind=kind, published_ms=published_ms)
+        record = ChangeRecord(revision=self.seq, invalidate=self.invalidate,
+                              announce=self.announce, kind=kind, published_ms=published_ms)
         commands = self._pipe.commands
         # The writer bounds the stream: records older than CHANGES_KEPT revisions go
         # (approximately, whole nodes at a time). A reader further behind finds them

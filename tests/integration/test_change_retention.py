@@ -17,7 +17,7 @@ from clearance_runtime.state import StateStore
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
 from tests.integration.test_mirror import publish
-from tests.unit.policies import policy
+from tests.support.policies import policy
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ from clearance_runtime import bus, jetstream
 from tests.cluster import NatsCluster
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
-from tests.unit.policies import policy
+from tests.support.policies import policy
 
 pytestmark = pytest.mark.integration
 
