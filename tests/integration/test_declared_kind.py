@@ -18,7 +18,7 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 
-from clearance_core import families, objects, registry
+from clearance_core import families, objects, registry, strict
 from clearance_core.errors import InvalidObject
 from clearance_core.fold import Affected
 from clearance_core.folds import FoldEvent, FoldResult
@@ -36,7 +36,14 @@ class Tag(msgspec.Struct, frozen=True):
     labels: dict[str, str]
 
 
+#: Its shape, for strict field checking: held by the kind's own module.
+SHAPE = strict.from_openapi(strict.object_structure({"properties": {"spec": {"properties": {
+    "cluster": {"type": "string"},
+    "labels": {"type": "object", "additionalProperties": {"type": "string"}}}}}}))
+
+
 def _tag_of(obj: dict[str, Any]) -> Tag:
+    strict.check(SHAPE, obj)
     spec = objects.mapping(obj.get("spec"), "spec")
     labels = objects.mapping(spec.get("labels"), "spec.labels")
     return Tag(objects.text(spec.get("cluster"), "spec.cluster"),
@@ -139,7 +146,7 @@ async def test_a_declared_kind_is_folded_stored_mirrored_invalidated_and_decided
                                                "west": ("deny", True)}
     # Stored in Valkey, under its family's hash, encoded as declared.
     stored = await redis.hget(TAGS.key, "/east-gold")
-    assert stored is not None
+    assert isinstance(stored, bytes)
     assert TAGS.decode(stored) == Tag("east", {"tier": "gold"})
     # Mirrored from the change record's values (no reload), and read by checks.
     await follower.current()
@@ -175,12 +182,17 @@ async def test_a_declared_kind_cannot_make_a_cluster_known(
                                                                    {"tier": "gold"})
 
 
+@pytest.mark.parametrize("spoil", [
+    lambda spec: spec.update(labels=["not", "a", "mapping"]),
+    lambda spec: spec.update(clusterr="east"),  # a field the kind does not have
+])
 async def test_an_invalid_declared_object_is_withdrawn_and_the_pipeline_moves_on(
-        system: System, redis: aioredis.Redis) -> None:
-    await publish(system, "clustertag", tag("east-gold", "east", tier="gold"))
+        system: System, redis: aioredis.Redis, spoil: Any) -> None:
+    revision = await publish(system, "clustertag", tag("east-gold", "east", tier="gold"))
     await system.settle()
-    bad = tag("east-gold", "east")
-    bad["spec"]["labels"] = ["not", "a", "mapping"]
+    assert (await system.check("alice", "east", min_revision=revision))["decision"] == "allow"
+    bad = tag("east-gold", "east", tier="gold")
+    spoil(bad["spec"])
     revision = await publish(system, "clustertag", bad)
     await system.settle()
     assert await redis.hget(TAGS.key, "/east-gold") is None
