@@ -54,6 +54,13 @@ class KindSpec:
     #: The stored families this kind writes that the library does not declare itself
     #: (``families.store`` writes them; the runtime stores, loads and mirrors them).
     families: tuple[Family, ...] = ()
+    #: The Kubernetes ``kind`` as its objects spell it ("" : ``kind`` as given).
+    name: str = ""
+
+    @property
+    def title(self) -> str:
+        """The kind as its objects spell it (``MonitorAccessPolicy``)."""
+        return self.name or self.kind
 
     @property
     def group(self) -> str:
@@ -78,26 +85,32 @@ def _with_access_policies(model: Model) -> bool:
 
 SPECS: tuple[KindSpec, ...] = (
     KindSpec("monitoraccesspolicy", "clusterpulse.io/v1alpha1", "monitoraccesspolicies",
-             True, policies.fold, writes_status=True, withdraw=policies.withdraw),
+             True, policies.fold, writes_status=True, withdraw=policies.withdraw,
+             name="MonitorAccessPolicy"),
     KindSpec("metricsource", "clusterpulse.io/v1alpha1", "metricsources", True,
-             metricsources.fold),
+             metricsources.fold, name="MetricSource"),
     KindSpec("accesspolicy", "clearance.io/v1alpha1", "accesspolicies", True,
              accesspolicies.fold, writes_status=True, withdraw=accesspolicies.withdraw,
-             off_loop=_always),
+             off_loop=_always, name="AccessPolicy"),
     KindSpec("managedcluster", f"{_OCM}/v1", "managedclusters", False,
-             inventory.fold_cluster_event, off_loop=_with_access_policies),
+             inventory.fold_cluster_event, off_loop=_with_access_policies,
+             name="ManagedCluster"),
     KindSpec("managedclusterset", f"{_OCM}/v1beta2", "managedclustersets", False,
-             inventory.fold_cluster_set, off_loop=_with_access_policies),
+             inventory.fold_cluster_set, off_loop=_with_access_policies,
+             name="ManagedClusterSet"),
     KindSpec("managedclustersetbinding", f"{_OCM}/v1beta2", "managedclustersetbindings",
-             True, bindings.fold, off_loop=_with_access_policies),
-    KindSpec("role", _RBAC, "roles", True, rbac.fold),
-    KindSpec("clusterrole", _RBAC, "clusterroles", False, rbac.fold),
-    KindSpec("rolebinding", _RBAC, "rolebindings", True, rbac.fold),
-    KindSpec("clusterrolebinding", _RBAC, "clusterrolebindings", False, rbac.fold),
-    KindSpec("group", "user.openshift.io/v1", "groups", False, inventory.fold_group_event),
-    KindSpec("namespace", "v1", "namespaces", False, rbac.fold_namespace),
+             True, bindings.fold, off_loop=_with_access_policies,
+             name="ManagedClusterSetBinding"),
+    KindSpec("role", _RBAC, "roles", True, rbac.fold, name="Role"),
+    KindSpec("clusterrole", _RBAC, "clusterroles", False, rbac.fold, name="ClusterRole"),
+    KindSpec("rolebinding", _RBAC, "rolebindings", True, rbac.fold, name="RoleBinding"),
+    KindSpec("clusterrolebinding", _RBAC, "clusterrolebindings", False, rbac.fold,
+             name="ClusterRoleBinding"),
+    KindSpec("group", "user.openshift.io/v1", "groups", False, inventory.fold_group_event,
+             name="Group"),
+    KindSpec("namespace", "v1", "namespaces", False, rbac.fold_namespace, name="Namespace"),
     KindSpec("customresourcedefinition", "apiextensions.k8s.io/v1",
-             "customresourcedefinitions", False),
+             "customresourcedefinitions", False, name="CustomResourceDefinition"),
 )
 REGISTRY: dict[str, KindSpec] = {spec.kind: spec for spec in SPECS}
 #: kind -> (API group/version, plural, namespaced): what the watcher lists and watches.
@@ -122,6 +135,8 @@ def register(spec: KindSpec) -> None:
     under that name is refused: two folds of one kind cannot both be right."""
     if spec.kind in REGISTRY:
         raise ValueError(f"kind {spec.kind!r} is already registered")
+    if spec.title.lower() != spec.kind:
+        raise ValueError(f"kind {spec.kind!r} is spelled {spec.title!r} by its objects")
     known = {family.key for family in declared_families()}
     for family in spec.families:
         if family.key in known:

@@ -27,6 +27,7 @@ import yaml
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture import utils as _conjecture
 
+from clearance_core.registry import REGISTRY
 from clearance_core.registry import WATCHED as KINDS
 from clearance_core.wire import REQUESTS
 from tests.fuzz import hostile
@@ -134,17 +135,9 @@ BODY_SCHEMAS: dict[str, dict[str, Any]] = {
             "type": "object", "properties": {"kind": {"type": "string"},
                                              "plural": {"type": "string"}}}}}}},
 }
-#: Kubernetes kind names, for the ``kind`` field of generated objects.
-KIND_NAMES = {
-    "monitoraccesspolicy": "MonitorAccessPolicy", "metricsource": "MetricSource",
-    "accesspolicy": "AccessPolicy", "managedcluster": "ManagedCluster",
-    "managedclusterset": "ManagedClusterSet",
-    "managedclustersetbinding": "ManagedClusterSetBinding", "role": "Role",
-    "clusterrole": "ClusterRole",
-    "rolebinding": "RoleBinding", "clusterrolebinding": "ClusterRoleBinding",
-    "group": "Group", "namespace": "Namespace",
-    "customresourcedefinition": "CustomResourceDefinition",
-}
+#: Kubernetes kind names, for the ``kind`` field of generated objects: as the registry
+#: declares them.
+KIND_NAMES = {spec.kind: spec.title for spec in REGISTRY.values()}
 EVENT_KINDS = tuple(KINDS)
 #: Objects the fuzzers create are named from these pools, so later ones replace,
 #: modify and delete earlier ones instead of only piling up.
