@@ -203,7 +203,7 @@ def test_a_kind_or_a_hash_cannot_be_declared_twice(declared: None) -> None:
     with pytest.raises(ValueError, match="already registered"):
         registry.register(SPEC)
     other = registry.KindSpec("othertag", "example.io/v1", "othertags", False, fold_tag,
-                              families=(TAGS,), name="ClusterTag")
+                              families=(TAGS,), name="OtherTag")
     with pytest.raises(ValueError, match="is taken"):
         registry.register(other)
     with pytest.raises(ValueError, match="library's own"):
