@@ -141,6 +141,10 @@ def register(spec: KindSpec) -> None:
     for family in spec.families:
         if family.key in known:
             raise ValueError(f"family {family.name!r}: hash {family.key!r} is taken")
+        if not family.key.startswith("clr:"):
+            # Every derived key lives under clr:, which a rebuild wipes whole: a family
+            # elsewhere would outlive the state it was derived with.
+            raise ValueError(f"family {family.name!r}: hash {family.key!r} is not under clr:")
     REGISTRY[spec.kind] = spec
     WATCHED[spec.kind] = (spec.api_version, spec.plural, spec.namespaced)
     if spec.writes_status:

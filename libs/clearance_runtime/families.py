@@ -58,14 +58,28 @@ LIBRARY: tuple[Family, ...] = (POLICIES, POLICY_OBJECTS, SOURCE_OBJECTS, SOURCES
                                GROUPS, RBAC, ACCESS_POLICIES, EFFECTIVE, EFFECTIVE_IN)
 
 
+#: The library's keys (every str constant of :mod:`.keys`) and key families.
+_TAKEN = frozenset(v for v in vars(keys).values() if isinstance(v, str)
+                   and v.startswith("clr:"))
+_TAKEN_PREFIXES = tuple(keys.prefix(family) for family in (
+    keys.effective_in, keys.excluded_at, keys.cache_entry, keys.cache_trace,
+    keys.cache_by_user, keys.cache_by_group, keys.cache_by_cluster, keys.cache_by_principal,
+    keys.service))
+
+
 def every() -> tuple[Family, ...]:
     """The library's families and those of the registered kinds."""
-    return (*LIBRARY, *registry.declared_families())
+    return (*LIBRARY, *declared())
 
 
 def declared() -> list[Family]:
-    """The families the registered kinds declare (the library's not included)."""
-    return registry.declared_families()
+    """The families the registered kinds declare (the library's not included); a
+    ValueError if one claims a hash of the library's layout (:mod:`.keys`)."""
+    found = registry.declared_families()
+    for family in found:
+        if family.key in _TAKEN or any(family.key.startswith(f) for f in _TAKEN_PREFIXES):
+            raise ValueError(f"family {family.name!r}: {family.key!r} is the library's")
+    return found
 
 
 def mirrored() -> tuple[Family, ...]:

@@ -23,6 +23,7 @@ from clearance_core.errors import InvalidObject
 from clearance_core.fold import Affected
 from clearance_core.folds import FoldEvent, FoldResult
 from clearance_core.model import Model, Writes
+from clearance_runtime import families as runtime_families
 from clearance_runtime.mirror import StateMirror
 from clearance_runtime.state import StateStore
 from tests.conftest import Servers
@@ -208,3 +209,18 @@ def test_a_kind_or_a_hash_cannot_be_declared_twice(declared: None) -> None:
         registry.register(other)
     with pytest.raises(ValueError, match="library's own"):
         registry.unregister("group")
+    outside = families.Family("outside", "tags", TAGS.encode, TAGS.decode)
+    with pytest.raises(ValueError, match="not under clr:"):
+        registry.register(registry.KindSpec("outsidetag", "example.io/v1", "outsidetags",
+                                            False, fold_tag, families=(outside,)))
+
+
+def test_a_declared_family_cannot_take_a_hash_of_the_library() -> None:
+    taken = families.Family("taken", "clr:pol", TAGS.encode, TAGS.decode)
+    registry.register(registry.KindSpec("takentag", "example.io/v1", "takentags", False,
+                                        fold_tag, families=(taken,)))
+    try:
+        with pytest.raises(ValueError, match="is the library's"):
+            runtime_families.every()
+    finally:
+        registry.unregister("takentag")
