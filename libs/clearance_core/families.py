@@ -82,17 +82,16 @@ def labels_with(own: Mapping[str, Mapping[str, str]], stored: Mapping[str, Mappi
                 declared: Iterable[Family]) -> Mapping[str, Mapping[str, str]]:
     """The cluster labels checks read: each cluster's own (``own``, the inventory's)
     with what the ``declared`` families' values (``stored``: family name -> field ->
-    value) add merged over them, in declaration order; a cluster outside the inventory
-    gains none (a family cannot make a cluster known). The decision service's mirror
-    keeps the same view up to date value by value."""
+    value) add merged over them, by family name then field (a later one wins a key both
+    set); a cluster outside the inventory gains none (a family cannot make a cluster
+    known). The decision service's mirror keeps the same view, value by value."""
+    found = sorted((family.name, field, family.labels(field, value))
+                   for family in declared if family.labels is not None
+                   for field, value in stored.get(family.name, {}).items())
     added: dict[str, dict[str, str]] = {}
-    for family in declared:
-        if family.labels is None:
-            continue
-        for field, value in sorted(stored.get(family.name, {}).items()):
-            cluster, labels = family.labels(field, value)
-            if cluster in own:
-                added.setdefault(cluster, {}).update(labels)
+    for _, _, (cluster, labels) in found:
+        if cluster in own:
+            added.setdefault(cluster, {}).update(labels)
     if not added:
         return own
     return {cluster: {**labels, **added[cluster]} if cluster in added else labels

@@ -348,7 +348,7 @@ class StateMirror:
         added = self._added.get(cluster)
         if own is not None and added:
             merged = dict(own)
-            for extra in added.values():
+            for _, extra in sorted(added.items()):  # as ``families.labels_with``
                 merged.update(extra)
             own = merged
         _put(self.labels, cluster, own)
