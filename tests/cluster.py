@@ -12,7 +12,7 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 
-from clearance_core import nats_urls
+from clearance_api import nats_urls
 from clearance_runtime import servers
 
 

@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from clearance_core.fold import Affected
+from clearance_core.folding.fold import Affected
 
 if TYPE_CHECKING:  # the model names Family in its Writes protocol
-    from clearance_core.model import Model, Writes
+    from clearance_core.folding.model import Model, Writes
 
 #: A value as stored (bytes, or a str for JSON text: a command word either way).
 Encoded = bytes | str

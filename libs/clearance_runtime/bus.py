@@ -17,8 +17,8 @@ from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
 
-from clearance_core import inboxes, nats_urls
-from clearance_core.wire import EVENTS_SUBJECTS
+from clearance_api import inboxes, nats_urls
+from clearance_api.wire import EVENTS_SUBJECTS
 from clearance_runtime import jetstream, logs, retries
 from clearance_runtime.jetstream import Topology
 

@@ -27,7 +27,7 @@ import msgspec
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from clearance_core.errors import LostSync
+from clearance_api.errors import LostSync
 from clearance_runtime import keys
 from clearance_runtime.changes import Transaction
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import msgspec
 
-from clearance_core import registry
 from clearance_core.families import Family
-from clearance_core.metricsource import CompiledSource
-from clearance_core.policy import CompiledPolicy
+from clearance_core.folding import registry
+from clearance_core.monitor.metricsource import CompiledSource
+from clearance_core.monitor.policy import CompiledPolicy
 from clearance_runtime import keys
 
 _msgpack = msgspec.msgpack.Encoder().encode

@@ -23,7 +23,7 @@ from typing import NamedTuple
 import msgspec
 import redis.asyncio as aioredis
 
-from clearance_core.errors import Stale, Unavailable
+from clearance_api.errors import Stale, Unavailable
 from clearance_runtime import keys, metrics, probes
 
 SERVICES = ("watcher", "compiler", "cache-invalidator", "decision")
@@ -140,7 +140,7 @@ async def _forget(redis: aioredis.Redis, gone: list[tuple[str, str]]) -> None:
 
 
 async def publish_census(redis: aioredis.Redis, census: dict[str, dict[str, int]]) -> None:
-    """The active compiler's policies by state (``clearance_core.census``), for
+    """The active compiler's policies by state (``clearance_core.folding.census``), for
     ``clearance.v1.status``."""
     await redis.set(keys.CENSUS, msgspec.json.encode(census))
 

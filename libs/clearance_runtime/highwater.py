@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from clearance_core.errors import Unavailable
+from clearance_api.errors import Unavailable
 from clearance_runtime import metrics
 from clearance_runtime.health import Probe
 

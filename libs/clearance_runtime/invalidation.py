@@ -5,7 +5,7 @@ run), and the entry header the narrowed invalidation reads.
 A cached answer's blob starts with a small header — a 2-byte length, then msgpack
 ``[cluster | false, deciding policy's order | nil]`` — so that a policy or Group change
 can drop, of its subjects' entries, only those whose answer it can change
-(``clearance_core.narrowing``) without the invalidator parsing whole answers. ``false``
+(``clearance_core.folding.narrowing``) without the invalidator parsing whole answers. ``false``
 marks a cluster that was not in the inventory when the answer was computed: such an
 entry is always dropped.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import msgspec
 import redis.asyncio as aioredis
 
-from clearance_core.narrowing import Narrow
+from clearance_core.folding.narrowing import Narrow
 from clearance_runtime import keys
 from clearance_runtime.luapack import as_str
 
@@ -58,7 +58,7 @@ def narrow_arg(narrow: Narrow) -> bytes:
 
 
 #: Of the entries in the given index sets (KEYS: users' and groups'), deletes those a
-#: narrowing drops — ``clearance_core.narrowing.Narrow.drops`` over each entry's header —
+#: narrowing drops — ``clearance_core.folding.narrowing.Narrow.drops`` over each entry's header —
 #: and every cached explanation; ARGV[1]: msgpack [clusters | nil, after | nil]. Moves no
 #: revision: INVALIDATE, called next for the rest of the record, does. Strings compare
 #: byte by byte: Lua's ``<`` follows the server's locale.

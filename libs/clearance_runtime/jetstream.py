@@ -19,8 +19,8 @@ import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.api import StreamConfig
 
-from clearance_core.errors import ClearanceError
-from clearance_core.wire import EVENTS_STREAM
+from clearance_api.errors import ClearanceError
+from clearance_api.wire import EVENTS_STREAM
 from clearance_runtime import logs
 
 log = logs.get(__name__)

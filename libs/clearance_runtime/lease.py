@@ -41,7 +41,7 @@ import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
-from clearance_core.errors import LeaseLost
+from clearance_api.errors import LeaseLost
 from clearance_runtime import health, jetstream, logs, probes, retries
 from clearance_runtime.jetstream import Topology
 

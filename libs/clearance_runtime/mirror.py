@@ -32,14 +32,14 @@ import msgspec
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from clearance_core import hierarchy
-from clearance_core.errors import Unavailable
-from clearance_core.evaluate import ClusterMatch, Matcher, match_cluster
+from clearance_api.errors import Unavailable
 from clearance_core.families import Family
-from clearance_core.merge import EffectivePolicy
-from clearance_core.placement import NamespaceIndex
-from clearance_core.policy import CompiledPolicy
-from clearance_core.principal import Identity
+from clearance_core.inherit import hierarchy
+from clearance_core.inherit.merge import EffectivePolicy
+from clearance_core.kube.principal import Identity
+from clearance_core.monitor.evaluate import ClusterMatch, Matcher, match_cluster
+from clearance_core.monitor.policy import CompiledPolicy
+from clearance_core.questions.placement import NamespaceIndex
 from clearance_runtime import families, health, keys
 from clearance_runtime.changes import trimmed_past
 from clearance_runtime.coalesce import Coalescer

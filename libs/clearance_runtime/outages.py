@@ -21,7 +21,7 @@ import asyncio
 import nats.errors
 import redis.exceptions as rx
 
-from clearance_core.errors import LostSync
+from clearance_api.errors import LostSync
 
 #: Server replies that say "not now": the server is a replica (READONLY), loading its
 #: data (LOADING), busy with a script (BUSY), full (OOM), unable to persist (MISCONF) or

@@ -31,7 +31,7 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 
-from clearance_core.errors import ClearanceError
+from clearance_api.errors import ClearanceError
 from clearance_runtime import bus
 
 #: The status a JetStream server puts in the header of a message that is not a stream

@@ -1,7 +1,7 @@
 """How compiled RBAC is stored, and the decision service's RBAC index kept from it.
 
 In each RBAC event's commit the compiler (``changes.Transaction.put_rbac``) writes the
-object's compiled form — the msgpack of its :mod:`clearance_core.rbac` Struct — under
+object's compiled form — the msgpack of its :mod:`clearance_core.rbac.rules` Struct — under
 its object key in ``clr:rbac2`` (or deletes it: deleted or invalid); the event's change
 record carries the same value to the decision services' mirrors (:mod:`.mirror`).
 
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import msgspec
 
-from clearance_core.rbac import Binding, Role, RoleKey, is_role_key
-from clearance_core.rbac_bindings import BindingId
-from clearance_core.rbac_index import RbacIndex
+from clearance_core.rbac.bindings import BindingId
+from clearance_core.rbac.index import RbacIndex
+from clearance_core.rbac.rules import Binding, Role, RoleKey, is_role_key
 from clearance_runtime import logs, metrics
 
 log = logs.get(__name__)

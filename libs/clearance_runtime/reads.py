@@ -10,7 +10,7 @@ service names no key and calls no Redis method; keys come from :mod:`.keys`.
   snapshot exactly as :meth:`Reads.snapshot` reads it;
 - :meth:`Reads.effective_groups` — the groups a review or a search is answered for: the
   same definition as a check's identity
-  (:func:`clearance_core.principal.effective_groups`), from the same Group memberships;
+  (:func:`clearance_core.kube.principal.effective_groups`), from the same Group memberships;
 - :meth:`Reads.rbac_index` — the RBAC index of the current state, the mirror's
   (:mod:`.rbac_store`, the one place that knows how RBAC is stored);
 - the system revision (and waiting for one), service health, status counters, a
@@ -28,12 +28,12 @@ from typing import NamedTuple
 
 import redis.asyncio as aioredis
 
-from clearance_core.errors import Unavailable
-from clearance_core.metricsource import CompiledSource
-from clearance_core.policy import CompiledPolicy
-from clearance_core.principal import Identity, effective_groups, identity_of
-from clearance_core.rbac_index import RbacIndex
-from clearance_core.wire import Principal
+from clearance_api.errors import Unavailable
+from clearance_api.wire import Principal
+from clearance_core.kube.principal import Identity, effective_groups, identity_of
+from clearance_core.monitor.metricsource import CompiledSource
+from clearance_core.monitor.policy import CompiledPolicy
+from clearance_core.rbac.index import RbacIndex
 from clearance_runtime import health, keys, outages
 from clearance_runtime.families import decode_source
 from clearance_runtime.highwater import HighWater

@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, SequenceNode
 
-from clearance_core.errors import ClearanceError
+from clearance_api.errors import ClearanceError
 
 #: Aliases one document may use; hand-written manifests rarely use any.
 MAX_ALIASES = 100

@@ -17,10 +17,10 @@ from collections.abc import AsyncIterator
 
 import redis.asyncio as aioredis
 
-from clearance_core.authority import Authority
-from clearance_core.inherit_index import InheritanceIndex
-from clearance_core.model import Model
-from clearance_core.rbac_changes import RbacModel
+from clearance_core.folding.model import Model
+from clearance_core.folding.rbac_changes import RbacModel
+from clearance_core.inherit.authority import Authority
+from clearance_core.inherit.index import InheritanceIndex
 from clearance_runtime import families, keys, rbac_store
 from clearance_runtime.changes import Transaction
 from clearance_runtime.commits import Batch, Committer
@@ -168,7 +168,7 @@ class StateStore:
 
         Fenced on the checkpoint: when ``clr:rev`` is no longer where this writer left it
         — Redis was flushed or restored mid-burst, or another compiler wrote meanwhile —
-        nothing is written and :class:`~clearance_core.errors.LostSync` is raised, so
+        nothing is written and :class:`~clearance_api.errors.LostSync` is raised, so
         the writer restarts from the checkpoint instead of folding onto state it did not
         build."""
         await self._committer.commit(batch)

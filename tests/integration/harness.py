@@ -21,8 +21,8 @@ import nats.js.errors
 import yaml
 from nats.aio.client import Client
 
+from clearance_api import inboxes, nats_urls
 from clearance_cli.services import run_service
-from clearance_core import inboxes, nats_urls
 from clearance_runtime.settings import Settings
 
 

@@ -14,7 +14,7 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clearance_core.narrowing import Narrow
+from clearance_core.folding.narrowing import Narrow
 from clearance_runtime import keys
 from clearance_runtime.invalidation import (
     APPLY,

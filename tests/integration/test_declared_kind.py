@@ -18,11 +18,13 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 
-from clearance_core import families, objects, registry, strict
-from clearance_core.errors import InvalidObject
-from clearance_core.fold import Affected
-from clearance_core.folds import FoldEvent, FoldResult
-from clearance_core.model import Model, Writes
+from clearance_api.errors import InvalidObject
+from clearance_core import families
+from clearance_core.folding import registry
+from clearance_core.folding.fold import Affected
+from clearance_core.folding.folds import FoldEvent, FoldResult
+from clearance_core.folding.model import Model, Writes
+from clearance_core.kube import objects, strict
 from clearance_runtime import families as runtime_families
 from clearance_runtime.mirror import StateMirror
 from clearance_runtime.state import StateStore

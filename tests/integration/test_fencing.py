@@ -11,7 +11,7 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 
-from clearance_core.errors import LostSync
+from clearance_api.errors import LostSync
 from clearance_runtime import keys
 from clearance_runtime.state import StateStore
 from tests.conftest import Servers

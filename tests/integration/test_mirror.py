@@ -20,8 +20,8 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 
-from clearance_core import hierarchy
-from clearance_core.errors import Unavailable
+from clearance_api.errors import Unavailable
+from clearance_core.inherit import hierarchy
 from clearance_runtime import bus, changes, health, keys
 from clearance_runtime.families import decode_policy
 from clearance_runtime.inherit_store import decode_effective, location

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from clearance_core.audience import UNNAMED
+from clearance_core.questions.audience import UNNAMED
 from clearance_decision import audience
 from clearance_runtime.reads import Reads, StateView
 from tests.conftest import Servers

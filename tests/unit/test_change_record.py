@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clearance_core.fold import Affected
-from clearance_core.narrowing import Narrow
+from clearance_core.folding.fold import Affected
+from clearance_core.folding.narrowing import Narrow
 from clearance_runtime import changes, keys
 from clearance_runtime.changes import ChangeRecord, Transaction
 

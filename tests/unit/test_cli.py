@@ -223,7 +223,7 @@ def test_questions_load_neither_the_services_nor_aiohttp() -> None:
         "main.parser()\n"
         "assert not {'nats', 'msgspec', 'yaml', 'clearance_runtime'} & set(sys.modules)\n"
         "assert {m for m in sys.modules if m.startswith('clearance_core.')}"
-        " <= {'clearance_core.errors'}\n"
+        " <= {'clearance_api.errors'}\n"
         "args = main.parser().parse_args(['status', '-s', 'nats://127.0.0.1:1',"
         " '--timeout', '0.3'])\n"
         "try:\n    main.run(args)\n"

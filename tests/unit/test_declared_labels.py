@@ -12,9 +12,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from clearance_core import registry
 from clearance_core.families import Family, labels_with
-from clearance_core.folds import FoldResult
+from clearance_core.folding import registry
+from clearance_core.folding.folds import FoldResult
 from clearance_runtime import keys
 from clearance_runtime.families import CLUSTERS
 from clearance_runtime.mirror import StateMirror

@@ -1,5 +1,5 @@
 """One exception tree: every exception class Clearance defines, in any package, is a
-:class:`ClearanceError`, and the tree drawn in ``clearance_core.errors`` names it (a
+:class:`ClearanceError`, and the tree drawn in ``clearance_api.errors`` names it (a
 reader finds every error in one place)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pkgutil
 
 import pytest
 
-from clearance_core import errors
-from clearance_core.errors import ClearanceError
+from clearance_api import errors
+from clearance_api.errors import ClearanceError
 
 PACKAGES = ["clearance_core", "clearance_runtime", "clearance_watcher", "clearance_compiler",
             "clearance_invalidator", "clearance_decision", "clearance_gateway",
@@ -39,4 +39,4 @@ def test_the_walk_finds_the_exceptions_of_every_layer() -> None:
 def test_every_exception_is_under_the_one_root_and_drawn(cls: type[BaseException]) -> None:
     assert issubclass(cls, ClearanceError), f"{cls.__module__}.{cls.__qualname__}"
     assert errors.__doc__ is not None and cls.__name__ in errors.__doc__, \
-        f"{cls.__qualname__} is not in the tree drawn in clearance_core.errors"
+        f"{cls.__qualname__} is not in the tree drawn in clearance_api.errors"

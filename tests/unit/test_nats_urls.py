@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clearance_core import inboxes, nats_urls
+from clearance_api import inboxes, nats_urls
 from clearance_runtime import bus
 from clearance_runtime.settings import Settings
 

@@ -10,7 +10,7 @@ import pytest
 import redis.exceptions
 import structlog.testing
 
-from clearance_core.errors import LostSync
+from clearance_api.errors import LostSync
 from clearance_runtime import retries
 
 QUICK = retries.Backoff(first=0.01, most=0.04)

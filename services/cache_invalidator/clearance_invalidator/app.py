@@ -23,8 +23,8 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client
 from prometheus_client import Histogram
 
-from clearance_core.fold import Affected
-from clearance_core.wire import SUBJECT_DECISIONS_CHANGED, ChangedPrincipals, DecisionsChanged
+from clearance_api.wire import SUBJECT_DECISIONS_CHANGED, ChangedPrincipals, DecisionsChanged
+from clearance_core.folding.fold import Affected
 from clearance_runtime import health, invalidation, keys, logs, metrics, retries
 from clearance_runtime.changes import ChangeRecord, trimmed_past
 from clearance_runtime.invalidation import APPLY, Call

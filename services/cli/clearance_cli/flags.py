@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from clearance_core.errors import ClearanceError
+from clearance_api.errors import ClearanceError
 
 #: Exit statuses, as kubectl's: a question answered "no" is 1, never an error.
 OK, NO, USAGE, UNAVAILABLE = 0, 1, 2, 3

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import structlog
 from nats.aio.client import Client
 
-from clearance_core.errors import ClearanceError
+from clearance_api.errors import ClearanceError
 from clearance_runtime import bus, logs, metrics, packing, probes, retries, store
 from clearance_runtime.lease import Lease
 from clearance_runtime.settings import Settings
@@ -122,7 +122,7 @@ async def _run_once(name: str, settings: Settings) -> None:
         runner = functools.partial(watcher_lease.hold, Watcher(nc, settings, redis).run)
     elif name == "compiler":
         from clearance_compiler.app import Compiler  # noqa: PLC0415 - see above
-        from clearance_core.authority import Authority  # noqa: PLC0415 - see above
+        from clearance_core.inherit.authority import Authority  # noqa: PLC0415 - see above
 
         # Exactly one active compiler (folding is order-sensitive); replicas are standbys.
         compiler_lease = lease("compiler", service=name)

@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import IO
 
-from clearance_core.errors import ClearanceError
+from clearance_api.errors import ClearanceError
 
 LOCK = "up.lock"
 
