@@ -16,81 +16,45 @@ from typing import Any
 
 import msgspec
 
+from clearance_core.folding.families import Family
 from clearance_core.folding.fold import Affected
-from clearance_core.folding.narrowing import Narrow
 from clearance_core.monitor.metricsource import CompiledSource
 from clearance_core.monitor.policy import CompiledPolicy
 from clearance_core.rbac.rules import Binding, Role
-from clearance_runtime import keys, rbac_store
+from clearance_runtime import families, keys, rbac_store
 from clearance_runtime.inherit_store import InheritWrites
 from clearance_runtime.luapack import as_str
+from clearance_runtime.replies import text
 
 _msgpack = msgspec.msgpack.Encoder()
-_json = msgspec.json.Encoder()
-
-
-class Scope(msgspec.Struct, kw_only=True):
-    users: list[str] = []
-    groups: list[str] = []
-    clusters: list[str] = []
-    all: bool = False
-    #: Not empty: only the users' and groups' entries about these clusters.
-    within: list[str] = []
-    #: Not None: only the users' and groups' entries this narrowing drops (a policy or
-    #: Group membership change: ``clearance_core.folding.narrowing``).
-    narrow: Narrow | None = None
-    #: The cached answers that warn of an unknown cluster or type go.
-    unknown: bool = False
-
-    def __bool__(self) -> bool:
-        return bool(self.users or self.groups or self.clusters or self.all or self.unknown)
 
 
 class ChangeRecord(msgspec.Struct, kw_only=True):
     """What one event changed, for the invalidator (stored as stream fields): whose
     cached decisions to delete, and whom to announce on ``clearance.decisions.changed``
-    (a RoleBinding change is announced — reviews change — but deletes no cached check)."""
+    (a RoleBinding change is announced — reviews change — but deletes no cached check).
+
+    One record, one Struct: the fold's two audiences are the core's ``Affected`` as they
+    are — written by the compiler (their sets sorted by the encoder, ``_record_json``)
+    and read back by the invalidator."""
 
     revision: int
-    invalidate: Scope = msgspec.field(default_factory=Scope)
-    announce: Scope = msgspec.field(default_factory=Scope)
+    invalidate: Affected = msgspec.field(default_factory=Affected)
+    announce: Affected = msgspec.field(default_factory=Affected)
     #: The event's kind ("" for a malformed one) and when it was published on the stream
     #: (ms since the epoch), for the invalidator's metrics by kind and event-to-effect time.
     kind: str = ""
     published_ms: int | None = None
 
 
-class _RecordOut(msgspec.Struct, kw_only=True):
-    """A :class:`ChangeRecord` as the compiler writes it: the fold's ``Affected`` sets
-    as they are (fields named and ordered as :class:`Scope`'s), sorted by the encoder
-    (``_record_json``). Building a Scope of sorted lists for each was a visible part of
-    folding a backlog."""
-
-    revision: int
-    invalidate: Affected
-    announce: Affected
-    kind: str
-    published_ms: int | None
-
-
 _record_json = msgspec.json.Encoder(order="deterministic").encode
 
 
-def _json_text(value: Any) -> str:
-    """``value`` as JSON, as a command word: JSON is UTF-8 text, so it travels as a str,
-    with no msgpack head to build for it (``word``)."""
-    return _json.encode(value).decode()
+def is_mirrored(key: str) -> bool:
+    """Whether a mirror follows the hash ``key`` (``families``: the declared ones)."""
+    return families.mirrored_as(key) is not None
 
 
-#: The hashes a decision replica mirrors (:mod:`.mirror`): everything its reads of
-#: compiled state need (a check's snapshot, a review's RBAC index). Policy indexes and
-#: Group memberships are derived from them by the mirror.
-MIRRORED = frozenset({keys.POLICIES, keys.GROUPS, keys.CLUSTERS, keys.EFFECTIVE,
-                      keys.SOURCES, keys.ACCESS_POLICIES, keys.RBAC})
-#: Hashes of which a mirror needs only which fields exist: a record carries an empty
-#: value for them (a compiled AccessPolicy is read only by the compiler and the
-#: simulation, and carrying it would only make records larger).
-_PRESENCE_ONLY = frozenset({keys.ACCESS_POLICIES})
 #: A record's values at most (bytes, encoded): a change carrying more (a Group of
 #: hundreds of thousands of users, an AccessPolicy reaching every cluster) leaves them
 #: out, and a mirror reading such a record reloads instead. Records are kept in the
@@ -99,14 +63,6 @@ VALUES_MAX_BYTES = 1 << 20
 #: Change records kept (approximately: Valkey trims whole nodes), counted in revisions
 #: back from the newest: a mirror or invalidator further behind finds its records gone.
 CHANGES_KEPT = 10_000
-_EFFECTIVE_IN = keys.prefix(keys.effective_in)
-
-
-def is_mirrored(key: str) -> bool:
-    """Whether a mirror follows the hash ``key``."""
-    return key in MIRRORED or key.startswith(_EFFECTIVE_IN)
-
-
 def trimmed_past(info: dict[str, Any]) -> int:
     """From the change stream's XINFO STREAM, the revision up to which records may be
     gone (0: none ever was). Trimming removes the oldest records only, so when any went
@@ -123,11 +79,7 @@ def trimmed_past(info: dict[str, Any]) -> int:
 
 
 def _id_revision(entry_id: bytes | str) -> int:
-    return int(_text(entry_id).partition("-")[0])
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+    return int(text(entry_id).partition("-")[0])
 
 
 def word(value: Any) -> Any:
@@ -160,12 +112,13 @@ class _Recorder:
 
     def hset(self, key: str, field: str, value: Any) -> None:
         self.commands.append(("HSET", key, field, word(value)))
-        if is_mirrored(key):
-            self.mirrored[key, field] = b"" if key in _PRESENCE_ONLY else value
+        family = families.mirrored_as(key)
+        if family is not None:
+            self.mirrored[key, field] = b"" if family.presence_only else value
 
     def hdel(self, key: str, field: str) -> None:
         self.commands.append(("HDEL", key, field))
-        if is_mirrored(key):
+        if families.mirrored_as(key) is not None:
             self.mirrored[key, field] = None
 
     def sadd(self, key: str, member: str) -> None:
@@ -194,8 +147,8 @@ class Transaction(InheritWrites):
         """The event's commands, its change record appended (with the new values of the
         mirrored fields they write, unless over :data:`VALUES_MAX_BYTES`): everything to
         commit for it but the checkpoint."""
-        record = _RecordOut(revision=self.seq, invalidate=self.invalidate,
-                            announce=self.announce, kind=kind, published_ms=published_ms)
+        record = ChangeRecord(revision=self.seq, invalidate=self.invalidate,
+                              announce=self.announce, kind=kind, published_ms=published_ms)
         commands = self._pipe.commands
         # The writer bounds the stream: records older than CHANGES_KEPT revisions go
         # (approximately, whole nodes at a time). A reader further behind finds them
@@ -206,6 +159,14 @@ class Transaction(InheritWrites):
                          _record_json(record).decode(), *_values(self._pipe.mirrored)))
         return commands
 
+    def put(self, family: Family, field: str, value: Any) -> None:
+        """One field of a family (``value`` None: deleted), encoded as it declares; a
+        mirrored family's new value joins the change record."""
+        if value is None:
+            self._pipe.hdel(family.key, field)
+        else:
+            self._pipe.hset(family.key, field, family.encode(value))
+
     def put_policy(
         self,
         key: str,
@@ -215,42 +176,24 @@ class Transaction(InheritWrites):
     ) -> None:
         # No index sets: the decision service's mirror derives the policy indexes from
         # the policies the change records carry, and nothing else reads them.
-        if new is None:
-            self._pipe.hdel(keys.POLICIES, key)
-        else:
-            self._pipe.hset(keys.POLICIES, key, _msgpack.encode(new))
-        if obj is None:
-            self._pipe.hdel(keys.POLICY_OBJECTS, key)
-        else:
-            self._pipe.hset(keys.POLICY_OBJECTS, key, obj.decode())  # JSON text, as _json_text
+        self.put(families.POLICIES, key, new)
+        self.put(families.POLICY_OBJECTS, key, obj)  # JSON text
 
     def put_source(self, key: str, new: CompiledSource | None) -> None:
         """One MetricSource as declared (``None``: deleted or invalid)."""
-        if new is None:
-            self._pipe.hdel(keys.SOURCE_OBJECTS, key)
-        else:
-            self._pipe.hset(keys.SOURCE_OBJECTS, key, _msgpack.encode(new))
+        self.put(families.SOURCE_OBJECTS, key, new)
 
     def put_type_source(self, type_name: str, winner: CompiledSource | None) -> None:
         """The MetricSource in force for a type (``None``: no MetricSource declares it)."""
-        if winner is None:
-            self._pipe.hdel(keys.SOURCES, type_name)
-        else:
-            self._pipe.hset(keys.SOURCES, type_name, _msgpack.encode(winner))
+        self.put(families.SOURCES, type_name, winner)
 
     def put_cluster(self, name: str, labels: dict[str, str] | None) -> None:
-        if labels is None:
-            self._pipe.hdel(keys.CLUSTERS, name)
-        else:
-            self._pipe.hset(keys.CLUSTERS, name, _json_text(labels))
+        self.put(families.CLUSTERS, name, labels)
 
     def put_rbac(self, seq: int, key: str, value: Role | Binding | None) -> None:
         """A Role, ClusterRole or binding, compiled (``None``: deleted or invalid); the
         change record carries it to the decision services' mirrors (:mod:`.mirror`)."""
-        if value is None:
-            self._pipe.hdel(keys.RBAC, key)
-        else:
-            self._pipe.hset(keys.RBAC, key, rbac_store.encode(value))
+        self.put(families.RBAC, key, None if value is None else rbac_store.encode(value))
 
     def put_cluster_set(self, name: str, *, present: bool) -> None:
         if present:
@@ -266,10 +209,7 @@ class Transaction(InheritWrites):
 
     def put_group(self, name: str, previous: list[str] | None, users: list[str] | None) -> None:
         # The users' memberships are derived by the mirror (nothing else reads them).
-        if users is None:
-            self._pipe.hdel(keys.GROUPS, name)
-        else:
-            self._pipe.hset(keys.GROUPS, name, _json_text(users))
+        self.put(families.GROUPS, name, users)
 
 
 def _values(mirrored: dict[tuple[str, str], Any]) -> tuple[Any, ...]:

@@ -27,6 +27,7 @@ from clearance_core.inherit.hierarchy import Target
 from clearance_core.inherit.index import InheritanceIndex
 from clearance_core.inherit.merge import EffectivePolicy
 from clearance_runtime import keys
+from clearance_runtime.families import decode_labels
 from clearance_runtime.inherit_store import (
     decode_conditions,
     decode_effective,
@@ -35,16 +36,7 @@ from clearance_runtime.inherit_store import (
     location,
     stored,
 )
-
-_labels = msgspec.json.Decoder(dict[str, str]).decode
-
-
-def _bytes(value: bytes | str) -> bytes:
-    return value if isinstance(value, bytes) else value.encode()
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+from clearance_runtime.replies import blob, text
 
 
 class Simulation:
@@ -86,7 +78,7 @@ class InheritReads:
             found = await self._r.hget(*location(hierarchy.FLEET))
         if found is None:
             return EffectivePolicy(target=target)  # no AccessPolicy on its path
-        effective = decode_effective(_bytes(found))
+        effective = decode_effective(blob(found))
         if effective.target != target:  # derived: the cluster's rules, under its name
             effective = msgspec.structs.replace(effective, target=target)
         return effective
@@ -102,7 +94,7 @@ class InheritReads:
         elif target.kind != "Fleet":
             cluster = target.name if target.kind == "Cluster" else target.cluster
             labels = await self._r.hget(keys.CLUSTERS, cluster or "")
-            set_name = hierarchy.labels_set(_labels(labels)) if labels else None
+            set_name = hierarchy.labels_set(decode_labels(labels)) if labels else None
             if set_name is not None:
                 steps.append(hierarchy.cluster_set(set_name))
             steps.append(hierarchy.cluster(cluster or ""))
@@ -112,13 +104,13 @@ class InheritReads:
             for step in steps:
                 pipe.hgetall(excluded_key(step))
             found = await pipe.execute()
-        return [decode_excluded(_bytes(blob)) for entries in found
-                for _, blob in sorted(entries.items())]
+        return [decode_excluded(blob(value)) for entries in found
+                for _, value in sorted(entries.items())]
 
     async def conditions(self, key: str) -> list[StatusCondition] | None:
         """An AccessPolicy's conditions (None: the compiler knows no such policy)."""
-        blob = await self._r.hget(keys.ACCESS_STATUS, key)
-        return None if blob is None else decode_conditions(_bytes(blob))
+        found = await self._r.hget(keys.ACCESS_STATUS, key)
+        return None if found is None else decode_conditions(blob(found))
 
     async def known(self, key: str) -> bool:
         """Whether an AccessPolicy ``ns/name`` exists (valid or invalid)."""
@@ -153,10 +145,10 @@ class InheritReads:
             (version, policies, invalid, clusters, sets, unset, bindings,
              admins) = await pipe.execute()
         state = stored(policies, invalid, {}, bindings)
-        inventory = {_text(name): _labels(raw) for name, raw in clusters.items()}
+        inventory = {text(name): decode_labels(raw) for name, raw in clusters.items()}
         # The compiler's admin namespaces, as it recorded them when it built the state.
-        authority = Authority.of(parse_namespaces(_text(admins))) if admins else Authority()
+        authority = Authority.of(parse_namespaces(text(admins))) if admins else Authority()
         index = InheritanceIndex.build(
-            state.policies.values(), inventory, {_text(s) for s in sets},
+            state.policies.values(), inventory, {text(s) for s in sets},
             allow_unset=unset != b"0", authority=authority, bindings=state.bindings)
         return Simulation(index, state.invalid), version

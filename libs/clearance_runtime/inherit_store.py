@@ -28,6 +28,7 @@ from clearance_core.inherit.hierarchy import Target
 from clearance_core.inherit.merge import EffectivePolicy
 from clearance_core.inherit.status import ExcludedAt
 from clearance_runtime import keys
+from clearance_runtime.replies import blob, text
 
 _encode = msgspec.msgpack.Encoder().encode
 _json = msgspec.json.Encoder().encode
@@ -153,23 +154,15 @@ class Stored(msgspec.Struct, kw_only=True):
     excluded: dict[str, ExcludedAt] = {}
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _bytes(value: bytes | str) -> bytes:
-    return value if isinstance(value, bytes) else value.encode()
-
-
 def stored(policies: Mapping[Any, Any], invalid: Mapping[Any, Any],
            conditions: Mapping[Any, Any], bindings: Mapping[Any, Any] | None = None,
            excluded: Mapping[Any, Any] | None = None) -> Stored:
     """From the hashes as HGETALL returns them."""
-    found = [_decode_binding(_bytes(v)) for v in (bindings or {}).values()]
+    found = [_decode_binding(blob(v)) for v in (bindings or {}).values()]
     return Stored(
-        policies={_text(k): decode_access_policy(v) for k, v in policies.items()},
-        invalid={_text(k): _text(v) for k, v in invalid.items()},
-        conditions={_text(k): decode_conditions(v) for k, v in conditions.items()},
+        policies={text(k): decode_access_policy(v) for k, v in policies.items()},
+        invalid={text(k): text(v) for k, v in invalid.items()},
+        conditions={text(k): decode_conditions(v) for k, v in conditions.items()},
         bindings={(namespace, name): set_name for namespace, name, set_name in found},
-        excluded={_text(k): _decode_excluded_at(_bytes(v))
+        excluded={text(k): _decode_excluded_at(blob(v))
                   for k, v in (excluded or {}).items()})

@@ -54,6 +54,8 @@ Compiled state (written only by the compiler, in one fenced Lua script per event
                                   for the invalidator), v (msgpack [hash, field, value or
                                   nil] of every mirrored field written, for the decision
                                   services' mirrors; absent when too large)
+    clr:<family>            HASH  a family a registered kind declares (``clearance_core.
+                                  families``: its hash under clr:, never one of the above)
 No longer written (a store holding them is left alone; a rebuild's wipe removes them):
 ``clr:pidx:*`` and ``clr:memb:*`` (policy and membership indexes: the decision service's
 mirror derives its own), ``clr:rbac:rev`` and ``clr:rbac:log`` (the RBAC change log: the

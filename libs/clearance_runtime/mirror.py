@@ -2,7 +2,8 @@
 
 A :class:`StateMirror` keeps, in memory, the hashes of compiled state the decision
 service answers from (compiled policies, Groups, cluster labels, effective
-AccessPolicies, declared custom types, compiled RBAC; see ``changes.MIRRORED``) and
+AccessPolicies, declared custom types, compiled RBAC, and the families registered kinds
+declare: every ``Family`` declared ``mirrored``, :mod:`.families`) and
 derives the rest (the policy indexes, Group memberships, the RBAC index) the way the
 compiler derives them. A snapshot is then computed here, with no round trip of its own.
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -32,44 +33,31 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from clearance_api.errors import Unavailable
+from clearance_core.folding.families import Family
 from clearance_core.inherit import hierarchy
 from clearance_core.inherit.merge import EffectivePolicy
 from clearance_core.kube.principal import Identity
 from clearance_core.monitor.evaluate import ClusterMatch, Matcher, match_cluster
 from clearance_core.monitor.policy import CompiledPolicy
 from clearance_core.questions.placement import NamespaceIndex
-from clearance_runtime import health, keys
+from clearance_runtime import families, health, keys
 from clearance_runtime.changes import trimmed_past
 from clearance_runtime.coalesce import Coalescer
+from clearance_runtime.families import decode_labels, decode_policy, decode_users
 from clearance_runtime.highwater import HighWater
 from clearance_runtime.inherit_store import decode_effective, location
 from clearance_runtime.rbac_store import RbacMirror
+from clearance_runtime.replies import blob, text
 from clearance_runtime.snapshot import Snapshot
-from clearance_runtime.state import decode_policy
 
-_EFFECTIVE_IN = keys.prefix(keys.effective_in)
 _FLEET_FIELD = location(hierarchy.FLEET)[1]
 _CLUSTER_FIELD = location(hierarchy.cluster(""))[1]  # + the cluster's name
-_labels = msgspec.json.Decoder(dict[str, str]).decode
 #: Memoised cluster matches at most (policy x cluster pairs; about 100 bytes each).
 MATCHES_KEPT = 1_000_000
 #: Records a catch-up applies at most: a mirror further behind reloads (one read of the
 #: state costs less than thousands of records, each with its values).
 CATCH_UP_MAX = 2000
-_users = msgspec.json.Decoder(list[str]).decode
 _values = msgspec.msgpack.Decoder(list[tuple[str, str, Any]]).decode
-
-
-def _s(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _revision(entry_id: bytes | str) -> int:
-    return int(_s(entry_id).partition("-")[0])
-
-
-def _bytes(value: bytes | str) -> bytes:
-    return value if isinstance(value, bytes) else value.encode()
 
 
 class StateMirror:
@@ -102,7 +90,13 @@ class StateMirror:
         self._by_group: dict[str, set[str]] = {}
         self._groups: dict[str, list[str]] = {}
         self._member_of: dict[str, set[str]] = {}
+        #: cluster -> the labels checks read: the ManagedCluster's own (``_own``) with
+        #: what declared families add to it (``_added``) merged over them.
         self.labels: dict[str, dict[str, str]] = {}
+        self._own: dict[str, dict[str, str]] = {}
+        self._added: dict[str, dict[tuple[str, str], Mapping[str, str]]] = {}
+        #: The declared families' values: family name -> field -> decoded value.
+        self.declared_values: dict[str, dict[str, Any]] = {}
         self._effective: dict[str, bytes] = {}
         self._effective_in: dict[str, dict[str, bytes]] = {}
         #: custom type -> the msgpack CompiledSource in force for it.
@@ -196,7 +190,7 @@ class StateMirror:
             for reply in (built, rev, irev, records):
                 if isinstance(reply, Exception):
                     raise reply
-            rev = _s(rev or b"0")
+            rev = text(rev or b"0")
             changes = self._changes(rev, info, records) if built == self.built else None
             if changes is not None:
                 for blob in changes:
@@ -230,43 +224,38 @@ class StateMirror:
         found by SCAN first, under WATCH of the checkpoint and build, and read with
         everything else in one MULTI; a commit in between (the checkpoint moved) makes
         the transaction fail, and the load starts again."""
+        mirrored = families.mirrored()
         async with self._r.pipeline(transaction=True) as pipe:
             while True:
                 try:
                     await pipe.watch(keys.REV, keys.BUILT)
-                    clusters = [_s(k) async for k in pipe.scan_iter(
-                        match=f"{_EFFECTIVE_IN}*", count=1000)]
+                    # The hashes of every mirrored family: a prefixed family's found by
+                    # SCAN (one per cluster, say).
+                    hashes: list[tuple[Family, str]] = []
+                    for family in mirrored:
+                        if family.prefix:
+                            hashes.extend([(family, text(k)) async for k in pipe.scan_iter(
+                                match=f"{family.key}*", count=1000)])
+                        else:
+                            hashes.append((family, family.key))
                     pipe.multi()  # type: ignore[no-untyped-call]
                     for key in (keys.BUILT, keys.REV, keys.INVALIDATED_REV):
                         pipe.get(key)
-                    for key in (keys.POLICIES, keys.GROUPS, keys.CLUSTERS, keys.EFFECTIVE,
-                                keys.SOURCES, keys.RBAC):
-                        pipe.hgetall(key)
-                    pipe.hkeys(keys.ACCESS_POLICIES)
-                    for key in clusters:
-                        pipe.hgetall(key)
-                    built, rev, irev, pol, grp, mc, eff, ms, rbac, ap, *effns = \
-                        await pipe.execute()
+                    for family, key in hashes:
+                        if family.presence_only:
+                            pipe.hkeys(key)
+                        else:
+                            pipe.hgetall(key)
+                    built, rev, irev, *found = await pipe.execute()
                     break
                 except redis.exceptions.WatchError:
                     await pipe.reset()  # type: ignore[no-untyped-call]
         self._reset()
-        for field, blob in pol.items():
-            self._apply(keys.POLICIES, _s(field), blob)
-        for field, blob in grp.items():
-            self._apply(keys.GROUPS, _s(field), blob)
-        for field, blob in mc.items():
-            self._apply(keys.CLUSTERS, _s(field), blob)
-        for field, blob in rbac.items():
-            self.rbac.put(_s(field), blob)
-        self._effective = {_s(field): blob for field, blob in eff.items()}
-        self._sources = {_s(field): blob for field, blob in ms.items()}
-        self._access = {_s(k) for k in ap}
-        for key, targets in zip(clusters, effns, strict=True):
-            if targets:
-                self._effective_in[key[len(_EFFECTIVE_IN):]] = {
-                    _s(field): blob for field, blob in targets.items()}
-        self.rev, self.built = _s(rev or b"0"), built
+        for (family, key), reply in zip(hashes, found, strict=True):
+            values = dict.fromkeys(reply, b"") if family.presence_only else reply
+            for field, value in values.items():
+                self._apply(key, text(field), value)
+        self.rev, self.built = text(rev or b"0"), built
         self.loads += 1
         self.highwater.reached(built, int(self.rev))
         error = health.rebuilding(int(irev or 0), built)
@@ -275,42 +264,94 @@ class StateMirror:
         return int(irev or 0)
 
     def _apply(self, key: str, field: str, value: bytes | str | None) -> None:
-        """One mirrored field's new value (``None``: deleted)."""
+        """One mirrored field's new value (``None``: deleted), by its family."""
         self._generation += 1
-        if key == keys.POLICIES:
-            self._matches.pop(field, None)
-            self._put_policy(field, None if value is None else decode_policy(_bytes(value)))
-        elif key == keys.GROUPS:
-            self._put_group(field, None if value is None else _users(value))
-        elif key == keys.CLUSTERS:
-            for per_cluster in self._matches.values():
-                per_cluster.pop(field, None)
-            if (value is None) == (field in self.labels):  # appears or vanishes
-                self._inventory = None
-            _put(self.labels, field, None if value is None else _labels(value))
-        elif key == keys.EFFECTIVE:
-            _put(self._effective, field, None if value is None else _bytes(value))
-            if field == _FLEET_FIELD:
-                self._indexes.clear()
-            elif field.startswith(_CLUSTER_FIELD):
-                self._indexes.pop(field[len(_CLUSTER_FIELD):], None)
-        elif key == keys.SOURCES:
-            _put(self._sources, field, None if value is None else _bytes(value))
-            self._declared_now = None
-        elif key == keys.ACCESS_POLICIES:
-            _toggle(self._access, field, value is not None)
-        elif key == keys.RBAC:
-            self.rbac.put(field, None if value is None else _bytes(value))
-        elif key.startswith(_EFFECTIVE_IN):
-            cluster = key[len(_EFFECTIVE_IN):]
-            targets = self._effective_in.setdefault(cluster, {})
-            blob = None if value is None else _bytes(value)
-            _put(targets, field, blob)
-            if not targets:
-                del self._effective_in[cluster]
-            index = self._indexes.get(cluster)
-            if index is not None:
-                index.put(field, None if blob is None else self._decode(blob))
+        family = families.mirrored_as(key)
+        if family is None:
+            return  # a family no longer declared (a record older than this process)
+        apply = _APPLY.get(family.name)
+        if apply is not None:
+            apply(self, key, field, value)
+        else:
+            self._apply_declared(family, field, value)
+
+    def _apply_policy(self, key: str, field: str, value: bytes | str | None) -> None:
+        self._matches.pop(field, None)
+        self._put_policy(field, None if value is None else decode_policy(blob(value)))
+
+    def _apply_group(self, key: str, field: str, value: bytes | str | None) -> None:
+        self._put_group(field, None if value is None else decode_users(value))
+
+    def _apply_cluster(self, key: str, field: str, value: bytes | str | None) -> None:
+        _put(self._own, field, None if value is None else decode_labels(value))
+        self._relabel(field)
+
+    def _apply_effective(self, key: str, field: str, value: bytes | str | None) -> None:
+        _put(self._effective, field, None if value is None else blob(value))
+        if field == _FLEET_FIELD:
+            self._indexes.clear()
+        elif field.startswith(_CLUSTER_FIELD):
+            self._indexes.pop(field[len(_CLUSTER_FIELD):], None)
+
+    def _apply_source(self, key: str, field: str, value: bytes | str | None) -> None:
+        _put(self._sources, field, None if value is None else blob(value))
+        self._declared_now = None
+
+    def _apply_access(self, key: str, field: str, value: bytes | str | None) -> None:
+        _toggle(self._access, field, value is not None)
+
+    def _apply_rbac(self, key: str, field: str, value: bytes | str | None) -> None:
+        self.rbac.put(field, None if value is None else blob(value))
+
+    def _apply_effective_in(self, key: str, field: str, value: bytes | str | None) -> None:
+        cluster = key[len(families.EFFECTIVE_IN.key):]
+        targets = self._effective_in.setdefault(cluster, {})
+        found = None if value is None else blob(value)
+        _put(targets, field, found)
+        if not targets:
+            del self._effective_in[cluster]
+        index = self._indexes.get(cluster)
+        if index is not None:
+            index.put(field, None if found is None else self._decode(found))
+
+    def _apply_declared(self, family: Family, field: str, value: bytes | str | None) -> None:
+        """A family a registered kind declares: kept decoded, and what it adds to the
+        labels checks read merged in."""
+        held = self.declared_values.setdefault(family.name, {})
+        old = held.pop(field, None)
+        new = None if value is None else family.decode(blob(value))
+        if new is not None:
+            held[field] = new
+        if family.labels is None:
+            return
+        touched = set()
+        if old is not None:
+            cluster, _ = family.labels(field, old)
+            _unlink_added(self._added, cluster, (family.name, field))
+            touched.add(cluster)
+        if new is not None:
+            cluster, labels = family.labels(field, new)
+            self._added.setdefault(cluster, {})[family.name, field] = labels
+            touched.add(cluster)
+        for cluster in touched:
+            self._relabel(cluster)
+
+    def _relabel(self, cluster: str) -> None:
+        """The labels checks read of ``cluster``: its own, with what declared families
+        add merged over them — only for a cluster in the inventory (a family cannot make
+        a cluster known)."""
+        for per_cluster in self._matches.values():
+            per_cluster.pop(cluster, None)
+        own = self._own.get(cluster)
+        if (own is None) == (cluster in self.labels):  # appears or vanishes
+            self._inventory = None
+        added = self._added.get(cluster)
+        if own is not None and added:
+            merged = dict(own)
+            for _, extra in sorted(added.items()):  # as ``families.labels_with``
+                merged.update(extra)
+            own = merged
+        _put(self.labels, cluster, own)
 
     def _put_policy(self, key: str, new: CompiledPolicy | None) -> None:
         old = self.policies.pop(key, None)
@@ -359,7 +400,7 @@ class StateMirror:
         wanted = list(self.labels) if clusters is None else clusters
         labels = {c: self.labels[c] for c in wanted if c in self.labels}
         snapshot = Snapshot(
-            compiled_revision=f"{self.rev}@{_s(self.built or b'')}",
+            compiled_revision=f"{self.rev}@{text(self.built or b'')}",
             revision=revision,
             member_of=member,
             policies=policies,
@@ -520,6 +561,29 @@ def _put(mapping: dict[str, Any], key: str, value: Any) -> None:
         mapping.pop(key, None)
     else:
         mapping[key] = value
+
+
+def _unlink_added(added: dict[str, dict[tuple[str, str], Mapping[str, str]]], cluster: str,
+                  source: tuple[str, str]) -> None:
+    found = added.get(cluster)
+    if found is not None:
+        found.pop(source, None)
+        if not found:
+            del added[cluster]
+
+
+#: How the mirror applies a value of each of the library's mirrored families (the
+#: families registered kinds declare: ``StateMirror._apply_declared``).
+_APPLY: dict[str, Callable[[StateMirror, str, str, bytes | str | None], None]] = {
+    families.POLICIES.name: StateMirror._apply_policy,
+    families.GROUPS.name: StateMirror._apply_group,
+    families.CLUSTERS.name: StateMirror._apply_cluster,
+    families.EFFECTIVE.name: StateMirror._apply_effective,
+    families.SOURCES.name: StateMirror._apply_source,
+    families.ACCESS_POLICIES.name: StateMirror._apply_access,
+    families.RBAC.name: StateMirror._apply_rbac,
+    families.EFFECTIVE_IN.name: StateMirror._apply_effective_in,
+}
 
 
 def _toggle(members: set[str], name: str, present: bool) -> None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
-import msgspec
 import redis.asyncio as aioredis
 
 from clearance_api.errors import Unavailable
@@ -36,25 +35,13 @@ from clearance_core.monitor.metricsource import CompiledSource
 from clearance_core.monitor.policy import CompiledPolicy
 from clearance_core.rbac.index import RbacIndex
 from clearance_runtime import health, keys, outages
+from clearance_runtime.families import decode_source
 from clearance_runtime.highwater import HighWater
 from clearance_runtime.inherit_reads import InheritReads
 from clearance_runtime.mirror import StateMirror
 from clearance_runtime.snapshot import Snapshot
-from clearance_runtime.state import decode_source
 
 __all__ = ["STORE_OUTAGES", "Counts", "Reads", "Snapshot", "StateView", "unavailable"]
-_labels = msgspec.json.Decoder(dict[str, str])
-
-
-# The client returns bytes (no decode_responses); redis-py's types also allow str.
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _bytes(value: bytes | str) -> bytes:
-    return value if isinstance(value, bytes) else value.encode()
-
-
 #: The failures that mean "the state store is unreachable" (or failing over: a replica's
 #: READONLY, a server still loading): the request may be retried.
 STORE_OUTAGES = outages.OUTAGE_TYPES

@@ -20,13 +20,6 @@ from clearance_core.monitor.evaluate import Matcher, match_cluster
 from clearance_core.monitor.policy import CompiledPolicy
 from clearance_core.questions.placement import NamespaceIndex
 
-_labels = msgspec.json.Decoder(dict[str, str])
-
-
-def _str(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 _NO_RULES: dict[str, EffectiveRule] = {}
 
 

@@ -15,35 +15,18 @@ import secrets
 import time
 from collections.abc import AsyncIterator
 
-import msgspec
 import redis.asyncio as aioredis
 
 from clearance_core.folding.model import Model
 from clearance_core.folding.rbac_changes import RbacModel
 from clearance_core.inherit.authority import Authority
 from clearance_core.inherit.index import InheritanceIndex
-from clearance_core.monitor.metricsource import CompiledSource
-from clearance_core.monitor.policy import CompiledPolicy
-from clearance_runtime import keys, rbac_store
+from clearance_runtime import families, keys, rbac_store
 from clearance_runtime.changes import Transaction
 from clearance_runtime.commits import Batch, Committer
+from clearance_runtime.families import decode_labels, decode_policy, decode_source, decode_users
 from clearance_runtime.inherit_store import stored
-
-_policy_decoder = msgspec.msgpack.Decoder(CompiledPolicy)
-_source_decoder = msgspec.msgpack.Decoder(CompiledSource)
-
-
-def decode_policy(blob: bytes) -> CompiledPolicy:
-    return _policy_decoder.decode(blob)
-
-
-def decode_source(blob: bytes) -> CompiledSource:
-    return _source_decoder.decode(blob)
-
-
-_decode_labels = msgspec.json.Decoder(dict[str, str]).decode
-_decode_users = msgspec.json.Decoder(list[str]).decode
-
+from clearance_runtime.replies import text
 
 #: Deletes every derived key — compiled state, change records, the system revision, the
 #: decision cache — and marks the store as being built from the stream's first event up
@@ -114,6 +97,7 @@ class StateStore:
 
     async def load_model(self) -> Model:
         """The compiled state, for the compiler to hold in memory (one round trip)."""
+        declared_families = families.declared()
         async with self._r.pipeline(transaction=True) as pipe:
             for hash_key in (keys.POLICIES, keys.POLICY_OBJECTS, keys.SOURCE_OBJECTS,
                              keys.SOURCES, keys.CLUSTERS, keys.GROUPS, keys.RBAC,
@@ -122,17 +106,22 @@ class StateStore:
                 pipe.hgetall(hash_key)
             pipe.smembers(keys.NAMESPACES)
             pipe.smembers(keys.CLUSTER_SETS)
+            for family in declared_families:
+                pipe.hgetall(family.key)
             (policies, objects, declared, winners, clusters, groups, rbac, access, invalid,
-             conditions, bindings, excluded, namespaces, sets) = await pipe.execute()
+             conditions, bindings, excluded, namespaces, sets, *held) = await pipe.execute()
         model = Model(
             sources={k.decode(): decode_source(v) for k, v in declared.items()},
             type_sources={k.decode(): decode_source(v) for k, v in winners.items()},
-            clusters={k.decode(): _decode_labels(v) for k, v in clusters.items()},
-            groups={k.decode(): _decode_users(v) for k, v in groups.items()},
+            clusters={k.decode(): decode_labels(v) for k, v in clusters.items()},
+            groups={k.decode(): decode_users(v) for k, v in groups.items()},
             namespaces={m.decode() for m in namespaces},
             cluster_sets={m.decode() for m in sets},
             rbac=RbacModel.of({k.decode(): rbac_store.decode(k.decode(), v)
                                for k, v in rbac.items()}),
+            # The kinds' declared families, as their fold left them.
+            stored={family.name: {text(k): family.decode(v) for k, v in values.items()}
+                    for family, values in zip(declared_families, held, strict=True)},
         )
         inherited = stored(access, invalid, conditions, bindings, excluded)
         # Effective policies are recomputed, not read: the same fold gives the same result.

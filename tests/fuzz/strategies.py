@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from hypothesis.internal.conjecture import utils as _conjecture
 
 from clearance_api.wire import REQUESTS
+from clearance_core.folding.registry import REGISTRY
 from clearance_core.folding.registry import WATCHED as KINDS
 from tests.fuzz import hostile
 from tests.fuzz.hostile import HostileEvent
@@ -134,17 +135,9 @@ BODY_SCHEMAS: dict[str, dict[str, Any]] = {
             "type": "object", "properties": {"kind": {"type": "string"},
                                              "plural": {"type": "string"}}}}}}},
 }
-#: Kubernetes kind names, for the ``kind`` field of generated objects.
-KIND_NAMES = {
-    "monitoraccesspolicy": "MonitorAccessPolicy", "metricsource": "MetricSource",
-    "accesspolicy": "AccessPolicy", "managedcluster": "ManagedCluster",
-    "managedclusterset": "ManagedClusterSet",
-    "managedclustersetbinding": "ManagedClusterSetBinding", "role": "Role",
-    "clusterrole": "ClusterRole",
-    "rolebinding": "RoleBinding", "clusterrolebinding": "ClusterRoleBinding",
-    "group": "Group", "namespace": "Namespace",
-    "customresourcedefinition": "CustomResourceDefinition",
-}
+#: Kubernetes kind names, for the ``kind`` field of generated objects: as the registry
+#: declares them.
+KIND_NAMES = {spec.kind: spec.title for spec in REGISTRY.values()}
 EVENT_KINDS = tuple(KINDS)
 #: Objects the fuzzers create are named from these pools, so later ones replace,
 #: modify and delete earlier ones instead of only piling up.
@@ -289,9 +282,14 @@ def shape_object(kind: str, body: dict[str, Any], rnd: random.Random) -> dict[st
     return obj
 
 
+#: The body of a registered kind with neither a CRD here nor a schema above: any ``spec``
+#: (hostile values are layered on it all the same).
+ANY_SPEC: dict[str, Any] = {"type": "object", "properties": {"spec": {"type": "object"}}}
+
+
 @cache
 def object_bodies(kind: str) -> st.SearchStrategy[dict[str, Any]]:
-    schema = crd_spec_schemas().get(kind) or tighten(BODY_SCHEMAS[kind])
+    schema = crd_spec_schemas().get(kind) or tighten(BODY_SCHEMAS.get(kind, ANY_SPEC))
     return from_schema(schema)
 
 

@@ -25,3 +25,8 @@ def test_the_watchers_cluster_role_grants_exactly_the_registry_kinds() -> None:
                if rule["verbs"] == ["get", "list", "watch"]
                for group in rule["apiGroups"] for resource in rule["resources"]}
     assert granted == {(spec.group, spec.plural) for spec in SPECS}
+
+
+def test_every_kind_declares_how_its_objects_spell_it() -> None:
+    """The fuzzers' objects, and any tool naming a kind, take the spelling from here."""
+    assert all(spec.name and spec.name.lower() == spec.kind for spec in SPECS)

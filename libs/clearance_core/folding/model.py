@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from clearance_api.wire import StatusCondition
 from clearance_core.folding.fold import Affected
@@ -32,12 +32,19 @@ from clearance_core.monitor.metricsource import CompiledSource
 from clearance_core.monitor.policy import CompiledPolicy
 from clearance_core.rbac.rules import Binding, Role
 
+if TYPE_CHECKING:  # families.store takes a Model: imported for the annotation only
+    from clearance_core.folding.families import Family
+
 
 class Writes(Protocol):
     """What a fold may persist (implemented by the store's transaction)."""
 
     announce: Affected
     invalidate: Affected
+
+    def put(self, family: Family, field: str, value: Any) -> None:
+        """One field of a family a kind declares (``value`` None: deleted); folds call
+        ``families.store``, which also keeps the model and the audiences."""
 
     def put_policy(self, key: str, previous: CompiledPolicy | None,
                    new: CompiledPolicy | None, obj: bytes | None) -> None:
@@ -107,6 +114,9 @@ class Model:
     #: policy that takes no part is listed as excluded (``clearance.v1.effective``).
     access_invalid_target: dict[str, Target] = field(default_factory=dict)
     access_excluded: dict[str, ExcludedAt] = field(default_factory=dict)
+    #: family name -> field -> value, for the families kinds declare
+    #: (``KindSpec.families``); loaded with the rest.
+    stored: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: custom type -> keys of the policies whose rules name it.
     _by_type: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     #: group -> how many MonitorAccessPolicies name it.

@@ -39,12 +39,13 @@ from clearance_api.wire import (
 )
 from clearance_api.wire.effective import Operation
 from clearance_core.folding import status
+from clearance_core.folding.families import labels_with
 from clearance_core.folding.fold import Affected
 from clearance_core.folding.folds import FoldEvent
 from clearance_core.folding.folds.accesspolicies import conditions_of
 from clearance_core.folding.kinds import ObjectRef, over_limits, ref_of
 from clearance_core.folding.model import Model
-from clearance_core.folding.registry import REGISTRY
+from clearance_core.folding.registry import REGISTRY, declared_families
 from clearance_core.inherit import hierarchy
 from clearance_core.inherit.authority import Authority
 from clearance_core.inherit.hierarchy import Target
@@ -87,7 +88,7 @@ class _Dropped:
         self.invalidate = Affected()
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("put_"):
+        if name == "put" or name.startswith("put_"):
             return _ignore
         raise AttributeError(name)
 
@@ -235,7 +236,7 @@ class _State:
 
     @property
     def labels(self) -> Mapping[str, Mapping[str, str]]:
-        return self._model.clusters
+        return labels_with(self._model.clusters, self._model.stored, declared_families())
 
     @property
     def declared(self) -> frozenset[str]:

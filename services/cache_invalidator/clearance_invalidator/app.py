@@ -24,8 +24,9 @@ from nats.aio.client import Client
 from prometheus_client import Histogram
 
 from clearance_api.wire import SUBJECT_DECISIONS_CHANGED, ChangedPrincipals, DecisionsChanged
+from clearance_core.folding.fold import Affected
 from clearance_runtime import health, invalidation, keys, logs, metrics, retries
-from clearance_runtime.changes import ChangeRecord, Scope, trimmed_past
+from clearance_runtime.changes import ChangeRecord, trimmed_past
 from clearance_runtime.invalidation import APPLY, Call
 
 log = logs.get(__name__)
@@ -44,16 +45,18 @@ def index_keys(record: ChangeRecord) -> tuple[list[str], list[str]]:
     scope = record.invalidate
     # Prefixes joined in comprehensions: a policy change names each member of its groups,
     # and a key function's call per name was a visible part of applying a backlog.
-    subjects = [_BY_USER + u for u in scope.users]
-    subjects += [_BY_GROUP + g for g in scope.groups]
-    clusters = [_BY_CLUSTER + c for c in scope.clusters]
+    # Sorted: the record's sets, decoded, are in no particular order, and the calls a
+    # record makes are the same every time it is read.
+    subjects = [_BY_USER + u for u in sorted(scope.users)]
+    subjects += [_BY_GROUP + g for g in sorted(scope.groups)]
+    clusters = [_BY_CLUSTER + c for c in sorted(scope.clusters)]
     if scope.unknown:  # the answers warning of a name that may now be known (or gone)
         clusters.append(keys.CACHE_WARNED)
     if scope.narrow is not None and not scope.within and subjects:
         return clusters, subjects
     if scope.within and subjects:
         # Whole clusters first (a script call of their own), then the narrowed subjects.
-        return clusters, [*subjects, *(_BY_CLUSTER + c for c in scope.within)]
+        return clusters, [*subjects, *(_BY_CLUSTER + c for c in sorted(scope.within))]
     return [*subjects, *clusters], []
 
 
@@ -134,8 +137,8 @@ class Invalidator:
         if lost <= self._revision:
             return []
         log.warning("change_records_lost", applied=self._revision, trimmed_to=lost)
-        return [ChangeRecord(revision=lost, invalidate=Scope(all=True),
-                             announce=Scope(all=True), kind="lost")]
+        return [ChangeRecord(revision=lost, invalidate=Affected(all=True),
+                             announce=Affected(all=True), kind="lost")]
 
     async def _apply(self, records: list[ChangeRecord]) -> None:
         """Apply the records of one read in one round trip: their INVALIDATE and NARROWED
@@ -184,7 +187,8 @@ class Invalidator:
             # of their own must drop everything about that cluster, hence ``all``.
             message = DecisionsChanged(
                 revision=record.revision,
-                principals=ChangedPrincipals(users=told.users, groups=told.groups),
+                principals=ChangedPrincipals(users=sorted(told.users),
+                                             groups=sorted(told.groups)),
                 all=told.all or bool(told.clusters),
             )
             try:

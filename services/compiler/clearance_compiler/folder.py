@@ -22,12 +22,12 @@ A tombstone — the watcher's stand-in for an object it could not publish
 (``clearance_core.folding.rejections``) — withdraws the object's version in force, and the
 object is invalid with the watcher's reason.
 
-The folds of the kinds that move the inheritance index (``INHERITED``) run on a worker
-thread once any AccessPolicy exists (``_off_loop``): one Fleet AccessPolicy recomputes
-every target, and conditions may spend their budget on each (measured in
-``bench/conditions.py``), which must not hold the event loop that renews the compiler's
-lease, beats and lands the commit in flight. Quick folds run inline, and the loop gets a
-turn every ``YIELD_EVERY`` seconds of them.
+The folds of the kinds that say so (``KindSpec.off_loop``: those that move the
+inheritance index, once any AccessPolicy exists) run on a worker thread
+(``_off_loop``): one Fleet AccessPolicy recomputes every target, and conditions may
+spend their budget on each (measured in ``bench/conditions.py``), which must not hold
+the event loop that renews the compiler's lease, beats and lands the commit in flight.
+Quick folds run inline, and the loop gets a turn every ``YIELD_EVERY`` seconds of them.
 """
 
 from __future__ import annotations
@@ -44,17 +44,10 @@ from clearance_api.errors import InvalidObject
 from clearance_api.wire import Event, PolicyStatus
 from clearance_core.folding import rejections, status
 from clearance_core.folding.census import Census, census
-from clearance_core.folding.folds import (
-    Fold,
-    FoldEvent,
-    FoldResult,
-    accesspolicies,
-    policies,
-    reach_members,
-)
+from clearance_core.folding.folds import Fold, FoldEvent, FoldResult, reach_members
 from clearance_core.folding.kinds import ObjectRef, ref_of, status_subject
 from clearance_core.folding.model import Model, Writes
-from clearance_core.folding.registry import REGISTRY
+from clearance_core.folding.registry import REGISTRY, KindSpec
 from clearance_runtime import logs, metrics
 from clearance_runtime.commits import Batch
 from clearance_runtime.outages import is_store_error, is_transient
@@ -71,9 +64,6 @@ BACKLOG_PENDING = 32
 #: number: the script's single argument must stay well below Redis's bulk limit, and a
 #: huge commit would stall every other client of the store while it runs.
 BATCH_BYTES = 4 << 20
-#: The kinds whose fold moves the inheritance index: folded on a worker thread.
-INHERITED = frozenset({"accesspolicy", "managedcluster", "managedclusterset",
-                       "managedclustersetbinding"})
 #: Seconds of quick folds after which the event loop gets a turn.
 YIELD_EVERY = 0.05
 
@@ -307,7 +297,7 @@ class Folder:
                 # Kinds carried on the stream that no fold compiles (CRDs) still
                 # advance the revision.
                 return FoldResult("ignored")
-            result = _fold_one(spec.fold, model, tx, event)
+            result = _fold_one(spec, spec.fold, model, tx, event)
             reach_members(model, tx)
             return result
 
@@ -346,8 +336,8 @@ class Folder:
 
             def fold() -> FoldResult:
                 if normal:
-                    return _fold_one(kind_fold, model, tx, event)
-                return _withdraw(kind_fold, model, tx, event, reason)
+                    return _fold_one(spec, kind_fold, model, tx, event)
+                return _withdraw(spec, model, tx, event, reason)
 
             # As in fold(): an inherited kind's fold runs off the event loop.
             result = await asyncio.to_thread(fold) if _off_loop(event, model) else fold()
@@ -373,37 +363,35 @@ class Folder:
             await self._store.advance(event.seq, kind=event.ref.kind,
                                       published_ms=self._published_ms)
             statuses = [(event.ref, status.failed(event.seq, reason))] \
-                if event.ref.kind in ("monitoraccesspolicy", "accesspolicy") else []
+                if REGISTRY[event.ref.kind].writes_status else []
             return FoldResult("failed", statuses)
 
 
 def _off_loop(event: FoldEvent, model: Model) -> bool:
-    """Whether to fold on the worker thread: an AccessPolicy, or a ManagedCluster,
-    ManagedClusterSet or ManagedClusterSetBinding (each can move policies in or out of
-    every target of a set) once any AccessPolicy exists (without one, their folds are
-    quick, and the thread's ~70 us would add half a second to a rebuild's 7,400
-    clusters)."""
-    kind = event.ref.kind
-    return kind == "accesspolicy" or (kind in INHERITED and bool(model.inherit.policies))
+    """Whether to fold on the worker thread: as the kind declares
+    (``KindSpec.off_loop``)."""
+    off_loop = REGISTRY[event.ref.kind].off_loop
+    return off_loop is not None and off_loop(model)
 
 
-def _fold_one(kind_fold: Fold, model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
+def _fold_one(spec: KindSpec, kind_fold: Fold, model: Model, tx: Writes,
+              event: FoldEvent) -> FoldResult:
     """The kind's fold, or the withdrawal of an object the watcher rejected (a tombstone:
     ``clearance_core.folding.rejections``), which is then invalid with the watcher's reason."""
     reason = rejections.reason_of(event.obj) if event.type != "DELETED" else None
     if reason is None:
         return kind_fold(model, tx, event)
-    return FoldResult("rejected", _withdraw(kind_fold, model, tx, event, reason).statuses)
+    return FoldResult("rejected", _withdraw(spec, model, tx, event, reason).statuses)
 
 
-def _withdraw(kind_fold: Fold, model: Model, tx: Writes, event: FoldEvent,
+def _withdraw(spec: KindSpec, model: Model, tx: Writes, event: FoldEvent,
               reason: str) -> FoldResult:
-    """Withdraw the object's version in force: policies keep an invalid record with the
-    reason (their status says it), other kinds are folded as deleted."""
-    if event.ref.kind == "monitoraccesspolicy":
-        return policies.withdraw(model, tx, event, reason)
-    if event.ref.kind == "accesspolicy":
-        return accesspolicies.withdraw(model, tx, event, reason)
-    withdrawn = kind_fold(model, tx, FoldEvent(event.seq, "DELETED", event.obj, event.ref,
+    """Withdraw the object's version in force: as its kind declares (``KindSpec.withdraw``:
+    a policy keeps an invalid record with the reason, its status says it); a kind without
+    one is folded as deleted."""
+    if spec.withdraw is not None:
+        return spec.withdraw(model, tx, event, reason)
+    assert spec.fold is not None  # a kind no fold compiles is never withdrawn
+    withdrawn = spec.fold(model, tx, FoldEvent(event.seq, "DELETED", event.obj, event.ref,
                                                event.now))
     return FoldResult("failed", withdrawn.statuses)
