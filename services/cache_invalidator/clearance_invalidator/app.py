@@ -3,9 +3,9 @@
 The compiler appends one record per event to the Redis stream ``clr:changes`` (id
 ``<revision>-0``) in the same transaction as the state change, so no change can be
 compiled without its record. This loop reads the records after ``clr:inval:rev``, deletes
-the entries indexed under the record's users, groups and clusters (one Lua script per
-record, which also advances ``clr:inval:rev``: the system revision; the scripts of all
-the records read at once go in one pipeline, one round trip), publishes
+the entries indexed under the record's users, groups and clusters (``lua/invalidate.lua``,
+which also advances ``clr:inval:rev``: the system revision; the records read at once go
+in a few script calls, in one pipeline: one round trip), publishes
 ``clearance.decisions.changed`` per record and trims what it has applied. It keeps no state of its
 own, so a restart, or a flushed Redis, simply resumes from what Redis says.
 """
@@ -22,26 +22,17 @@ from nats.aio.client import Client
 from prometheus_client import Histogram
 
 from clearance_core.wire import SUBJECT_DECISIONS_CHANGED, ChangedPrincipals, DecisionsChanged
-from clearance_runtime import health, invalidation, keys, logs, metrics, retries
+from clearance_runtime import health, invalidation, keys, logs, metrics, retries, scripts
 from clearance_runtime.changes import ChangeRecord
-from clearance_runtime.invalidation import APPLY, Call
+from clearance_runtime.invalidation import Call, Invalidation
 
 log = logs.get(__name__)
 
-#: Trims the records up to the system revision *as stored*, atomically: after a rebuild
-#: wiped the store, this loop's own last revision may be far ahead of the records the
-#: compiler is writing again, and trimming to it would drop them unapplied.
-#: Applied records of the last CHANGES_KEPT revisions stay: decision replicas follow the
-#: records to keep their mirror of the compiled state current (clearance_runtime.mirror);
-#: one that falls further behind reloads the whole state.
+#: Applied records of the last CHANGES_KEPT revisions stay (``lua/trim.lua`` trims the
+#: rest): decision replicas follow the records to keep their mirror of the compiled state
+#: current (clearance_runtime.mirror); one that falls further behind reloads the whole
+#: state.
 CHANGES_KEPT = 1000
-_TRIM = f"""
-local applied = tonumber(redis.call('GET', '{keys.INVALIDATED_REV}') or '0')
-local minid = tonumber(redis.call('GET', '{keys.REV}') or '0') - {CHANGES_KEPT} + 1
-if applied + 1 < minid then minid = applied + 1 end
-if minid <= 1 then return 0 end
-return redis.call('XTRIM', '{keys.CHANGES}', 'MINID', minid .. '-0')
-"""
 _record = msgspec.json.Decoder(ChangeRecord).decode
 _BY_USER = keys.prefix(keys.cache_by_user)
 _BY_GROUP = keys.prefix(keys.cache_by_group)
@@ -70,10 +61,10 @@ def index_keys(record: ChangeRecord) -> tuple[list[str], list[str]]:
 
 
 def record_calls(record: ChangeRecord, after: int) -> list[Call]:
-    """The record's INVALIDATE and NARROWED calls. Its revision moves (in the last call)
-    only from ``after`` (the record before it in the same script call) or later: if that
-    one's call failed, the revision stays before it, and the loop, restarted by the retry
-    policy, reads it again."""
+    """The record's invalidation calls, whole ("i") and narrowed ("n"). Its revision
+    moves (in the last call) only from ``after`` (the record before it in the same script
+    call) or later: if that one's call failed, the revision stays before it, and the
+    loop, restarted by the retry policy, reads it again."""
     whole, narrowed = index_keys(record)
     narrow = record.invalidate.narrow
     calls: list[Call] = []
@@ -102,8 +93,8 @@ class Invalidator:
     def __init__(self, nc: Client, redis: aioredis.Redis) -> None:
         self._nc = nc
         self._r = redis
-        self._apply_calls = redis.register_script(APPLY)
-        self._trim = redis.register_script(_TRIM)
+        self._invalidation = Invalidation(redis)
+        self._trim = scripts.register(redis, "trim")
         self._revision = 0
         self._next_sweep = 0.0
         #: Event-to-effect histograms by kind (looked up once, not per record).
@@ -136,7 +127,7 @@ class Invalidator:
                           consumer=CHANGE_LOG)
 
     async def _apply(self, records: list[ChangeRecord]) -> None:
-        """Apply the records of one read in one round trip: their INVALIDATE and NARROWED
+        """Apply the records of one read in one round trip: their invalidation
         calls, in order, in a few script calls (each call still advances the system
         revision after its own deletions, so a decision never sees a revision before its
         entries are gone), then the trim of what they applied; then announce each, in
@@ -149,9 +140,10 @@ class Invalidator:
             for start in range(0, len(per_record), RECORDS_PER_CALL):
                 chunk = [c for calls in per_record[start:start + RECORDS_PER_CALL]
                          for c in calls]
-                await self._apply_calls(args=[invalidation.pack_calls(chunk)], client=pipe)
+                await self._invalidation.apply(chunk, client=pipe)
             # Applied records are not needed again: ids are "<revision>-0".
-            await self._trim(client=pipe)
+            await self._trim(keys=[keys.INVALIDATED_REV, keys.REV, keys.CHANGES],
+                             args=[CHANGES_KEPT], client=pipe)
             replies = await pipe.execute()
         counts = iter(int(n) for reply in replies[:-1] for n in reply)
         removed_by_kind: Counter[str] = Counter()
