@@ -103,9 +103,11 @@ class StateStore:
         nothing is served, mirrors and the RBAC follower drop what they hold, a slow
         cache store is refused by its fence — exactly as after a flush; then the rest,
         a SCAN page at a time; then the new marker and the settings the state is built
-        with, in one command. Only the compiler holding the lease writes derived keys,
-        and it is the one wiping: nothing can bring back what the scan passed. Killed
-        half way, the store still reads as lost, and the next start wipes again."""
+        with, in one command. Nothing can bring back what the scan passed: a cache store
+        is fenced on the marker (gone), the invalidator moves the system revision only
+        up to the checkpoint (gone), and compiled state is written only by the compiler
+        holding the lease — the one wiping. Killed half way, the store still reads as
+        lost, and the next start wipes again."""
         # The build's id makes two builds to the same target different states to every
         # reader that holds state (mirrors, the cache's write fence): the stream they
         # replay may have changed between them (only the latest message per object is
