@@ -44,16 +44,18 @@ STORE_CHUNK = 64
 
 def put_input(groups: Sequence[tuple[str, Sequence[Entry]]]) -> tuple[list[str], bytes]:
     """``cache_put``'s KEYS and ARGV[1] for groups of entries (state, entries): the fixed
-    keys, then every entry key and index set once — the entries name them by position —
-    and the entries packed in one msgpack argument."""
-    positions: dict[str, int] = {keys.BUILT: 1, keys.REV: 2, keys.CACHE_ALL: 3}
-    at = positions.setdefault
-    packed = _pack([
-        [state, [[at(e.key, len(positions) + 1), as_str(e.blob), e.ttl_ms,
-                  [at(index, len(positions) + 1) for index in e.indexes]]
-                 for e in entries]]
-        for state, entries in groups])
-    return list(positions), packed
+    keys, then each entry's key and index sets in turn; the entries — blob, TTL, how
+    many index sets — packed in one msgpack argument."""
+    script_keys = [keys.BUILT, keys.REV, keys.CACHE_ALL]
+    packed = []
+    for state, entries in groups:
+        written = []
+        for e in entries:
+            script_keys.append(e.key)
+            script_keys += e.indexes
+            written.append((as_str(e.blob), e.ttl_ms, len(e.indexes)))
+        packed.append((state, written))
+    return script_keys, _pack(packed)
 
 
 class Entry(msgspec.Struct, frozen=True):

@@ -175,17 +175,20 @@ def test_cache_put_edge_cases_empty_and_huge(empty: redis.Redis) -> None:
     assert empty.smembers(keys.cache_by_user("u4999")) == {keys.cache_entry("e4999").encode()}
 
 
-def test_cache_put_refuses_a_position_outside_keys_and_writes_nothing(
+def test_cache_put_refuses_keys_its_entries_do_not_account_for_and_writes_nothing(
         empty: redis.Redis) -> None:
     empty.mset({keys.REV: 1, keys.BUILT: "1:b"})
-    script_keys = [keys.BUILT, keys.REV, keys.CACHE_ALL, keys.cache_entry("a")]
-    for bad in ([[4, as_str(b"x"), 1000, [9]]],      # an index beyond KEYS
-                [[2, as_str(b"x"), 1000, []]]):      # an entry over the checkpoint
-        packed = _pack([["1@1:b", [[4, as_str(b"ok"), 1000, []]]], ["1@1:b", bad]])
-        with pytest.raises(redis.exceptions.ResponseError, match="out of KEYS"):
+    entry, index = keys.cache_entry("a"), keys.cache_by_user("u")
+    fixed = [keys.BUILT, keys.REV, keys.CACHE_ALL]
+    for script_keys, entries in (
+            ([*fixed, entry], [[as_str(b"x"), 1000, 1]]),            # its index is missing
+            ([*fixed, entry, index, index], [[as_str(b"x"), 1000, 1]]),  # one too many
+            ([*fixed, entry, index], [[as_str(b"x"), 1000, -1]]),
+            ([*fixed, entry, index], [[as_str(b"x"), 1000]])):        # no count at all
+        packed = _pack([["1@1:b", entries]])
+        with pytest.raises(redis.exceptions.ResponseError, match="cache_put"):
             script(empty, "cache_put")(keys=script_keys, args=[packed])
-        assert not empty.exists(keys.cache_entry("a"), keys.CACHE_ALL)
-        assert empty.get(keys.REV) == b"1"
+        assert not empty.exists(entry, index, keys.CACHE_ALL)
 
 
 async def test_the_decision_cache_stores_through_the_script(clean_servers: Servers) -> None:
