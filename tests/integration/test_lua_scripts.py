@@ -14,13 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import nats
 import pytest
 import redis
 import redis.asyncio as aioredis
 
 from clearance_core.errors import Unavailable
+from clearance_invalidator.app import Invalidator
 from clearance_runtime import keys, scripts
 from clearance_runtime.cache import DecisionCache, Entry, put_input
+from clearance_runtime.changes import ChangeRecord, Scope
 from clearance_runtime.commits import Batch, Committer, LostSync
 from clearance_runtime.invalidation import pack_calls
 from clearance_runtime.luapack import as_str
@@ -486,3 +489,37 @@ async def test_a_wipe_killed_half_way_leaves_a_lost_store_the_next_wipe_finishes
     assert not await aredis.keys("clr:pidx:*") and not await aredis.keys("clr:dc3:*")
     assert (await StateStore(aredis).position())[1]
 
+
+
+# the invalidator's reads of several records ------------------------------------------
+
+
+async def _backlog(r: aioredis.Redis, *, cached: bool) -> None:
+    """Records 1..3 (2 names user "a"), and — ``cached`` — an answer cached for "a"."""
+    encode = msgspec.json.Encoder().encode
+    await r.mset({keys.REV: 3, keys.BUILT: "3:b"})
+    for seq in (1, 2, 3):
+        scope = Scope(users=["a"]) if seq == 2 else Scope()
+        await r.xadd(keys.CHANGES, {"r": encode(ChangeRecord(revision=seq, invalidate=scope))},
+                     id=f"{seq}-0")
+    entry = keys.cache_entry("a")
+    await r.sadd(keys.cache_by_user("a"), entry)  # dangling unless cached
+    if cached:
+        await r.set(entry, b"x", px=60_000)
+        await r.zadd(keys.CACHE_ALL, {entry: 0})
+
+
+@pytest.mark.parametrize("cached", [True, False])
+async def test_a_backlog_read_deletes_what_is_cached_and_reaches_its_last_record(
+        clean_servers: Servers, aredis: aioredis.Redis, cached: bool) -> None:
+    await _backlog(aredis, cached=cached)
+    nc = await nats.connect(clean_servers.nats_url)
+    try:
+        await Invalidator(nc, aredis)._step()
+        assert await aredis.get(keys.INVALIDATED_REV) == b"3"
+        assert not await aredis.exists(keys.cache_entry("a"))
+        # Cached, the answer and its index set went; with nothing cached the set names
+        # no live entry, and is left to the sweep.
+        assert bool(await aredis.exists(keys.cache_by_user("a"))) is not cached
+    finally:
+        await nc.close()

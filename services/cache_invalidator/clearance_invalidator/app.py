@@ -60,11 +60,15 @@ def index_keys(record: ChangeRecord) -> tuple[list[str], list[str]]:
     return [*subjects, *clusters], []
 
 
-def record_calls(record: ChangeRecord, after: int) -> list[Call]:
+def record_calls(record: ChangeRecord, after: int, *, cached: bool = True) -> list[Call]:
     """The record's invalidation calls, whole ("i") and narrowed ("n"). Its revision
     moves (in the last call) only from ``after`` (the record before it in the same script
     call) or later: if that one's call failed, the revision stays before it, and the
-    loop, restarted by the retry policy, reads it again."""
+    loop, restarted by the retry policy, reads it again. Not ``cached`` (nothing was
+    cached once the record was read): one call naming no index set, which only moves the
+    revision — what the script does with any call while nothing is cached."""
+    if not cached:
+        return [("i", [], [str(record.revision), "0", "0", str(after)])]
     whole, narrowed = index_keys(record)
     narrow = record.invalidate.narrow
     calls: list[Call] = []
@@ -132,9 +136,17 @@ class Invalidator:
         revision after its own deletions, so a decision never sees a revision before its
         entries are gone), then the trim of what they applied; then announce each, in
         order."""
+        # A read of several records (a backlog, a rebuild) first asks whether anything is
+        # cached at all: with nothing, no call has any entry to delete, and naming their
+        # index sets (thousands per read: a policy's groups and their members) was most
+        # of the cost of passing them as script keys. Sound for the same reason as the
+        # script's own check, made a little earlier: the records were committed before
+        # they were read, and an entry stored since was computed from a state that holds
+        # them (stores are fenced on the compiled state).
+        cached = len(records) == 1 or bool(await self._r.exists(keys.CACHE_ALL))
         per_record, after = [], 0
         for record in records:
-            per_record.append(record_calls(record, after))
+            per_record.append(record_calls(record, after, cached=cached))
             after = record.revision
         async with self._r.pipeline(transaction=False) as pipe:
             for start in range(0, len(per_record), RECORDS_PER_CALL):
