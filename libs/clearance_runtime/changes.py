@@ -109,32 +109,42 @@ def word(value: Any) -> Any:
 class _Recorder:
     """The write commands of one event, in order (the subset Transaction uses), their
     words ready for the commit script (:func:`word`; keys, fields and members are
-    text)."""
+    text). Each command's key is kept apart, in ``keys`` (the script takes every key in
+    its KEYS, and the commands without them): recorded so, no command is rebuilt to
+    take its key out (rebuilding each was a visible part of a rebuild's commits)."""
 
     def __init__(self) -> None:
+        #: The key of each command, in the same order.
+        self.keys: list[str] = []
+        #: Each command without its key: its name, then its other words.
         self.commands: list[tuple[Any, ...]] = []
         #: (hash, field) of every mirrored field written, once each, in order: the
         #: change record's ``w`` field, which a mirror re-reads to follow the change.
         self.mirrored: dict[tuple[str, str], None] = {}
 
     def set(self, key: str, value: Any) -> None:
-        self.commands.append(("SET", key, word(value)))
+        self.keys.append(key)
+        self.commands.append(("SET", word(value)))
 
     def hset(self, key: str, field: str, value: Any) -> None:
-        self.commands.append(("HSET", key, field, word(value)))
+        self.keys.append(key)
+        self.commands.append(("HSET", field, word(value)))
         if is_mirrored(key):
             self.mirrored[key, field] = None
 
     def hdel(self, key: str, field: str) -> None:
-        self.commands.append(("HDEL", key, field))
+        self.keys.append(key)
+        self.commands.append(("HDEL", field))
         if is_mirrored(key):
             self.mirrored[key, field] = None
 
     def sadd(self, key: str, member: str) -> None:
-        self.commands.append(("SADD", key, member))
+        self.keys.append(key)
+        self.commands.append(("SADD", member))
 
     def srem(self, key: str, member: str) -> None:
-        self.commands.append(("SREM", key, member))
+        self.keys.append(key)
+        self.commands.append(("SREM", member))
 
 
 class Transaction(InheritWrites):
@@ -150,18 +160,26 @@ class Transaction(InheritWrites):
 
     @property
     def commands(self) -> list[tuple[Any, ...]]:
+        """The commands recorded so far, without their keys (:attr:`keys`)."""
         return self._pipe.commands
 
-    def seal(self, *, kind: str = "", published_ms: int | None = None) -> list[tuple[Any, ...]]:
+    @property
+    def keys(self) -> list[str]:
+        """The key of each command, in order."""
+        return self._pipe.keys
+
+    def seal(self, *, kind: str = "", published_ms: int | None = None
+             ) -> tuple[list[str], list[tuple[Any, ...]]]:
         """The event's commands, its change record appended (with the mirrored fields
-        they write): everything to commit for it but the checkpoint."""
+        they write): everything to commit for it but the checkpoint. As (the key of each
+        command, each command without its key)."""
         record = _RecordOut(revision=self.seq, invalidate=self.invalidate,
                             announce=self.announce, kind=kind, published_ms=published_ms)
-        commands = self._pipe.commands
-        commands.append(("XADD", keys.CHANGES, f"{self.seq}-0", "r",
-                         _record_json(record).decode(),
-                         "w", _json_text(list(self._pipe.mirrored))))
-        return commands
+        self._pipe.keys.append(keys.CHANGES)
+        self._pipe.commands.append(("XADD", f"{self.seq}-0", "r",
+                                    _record_json(record).decode(),
+                                    "w", _json_text(list(self._pipe.mirrored))))
+        return self._pipe.keys, self._pipe.commands
 
     def put_policy(
         self,
@@ -214,7 +232,9 @@ class Transaction(InheritWrites):
         else:
             self._pipe.hset(keys.RBAC, key, blob)
         self._pipe.set(keys.RBAC_REV, seq)
-        self._pipe.commands.append(tuple(map(word, rbac_store.log_entry(seq, key, blob))))
+        name, log_key, *words = rbac_store.log_entry(seq, key, blob)
+        self._pipe.keys.append(log_key)
+        self._pipe.commands.append((name, *map(word, words)))
 
     def put_cluster_set(self, name: str, *, present: bool) -> None:
         if present:
@@ -230,10 +250,13 @@ class Transaction(InheritWrites):
 
     def put_group(self, name: str, previous: list[str] | None, users: list[str] | None) -> None:
         old, new = set(previous or ()), set(users or ())
-        # One command per member: built in place (a Group lists thousands).
-        commands = self._pipe.commands
-        commands += [("SREM", f"{_MEMBER_OF}{user}", name) for user in old - new]
-        commands += [("SADD", f"{_MEMBER_OF}{user}", name) for user in new - old]
+        # One command per member: built in place (a Group lists thousands), each left
+        # and each joined the same command, on its member's key.
+        left, joined = [*(old - new)], [*(new - old)]
+        self._pipe.keys += [f"{_MEMBER_OF}{user}" for user in left]
+        self._pipe.keys += [f"{_MEMBER_OF}{user}" for user in joined]
+        self._pipe.commands += [("SREM", name)] * len(left)
+        self._pipe.commands += [("SADD", name)] * len(joined)
         if users is None:
             self._pipe.hdel(keys.GROUPS, name)
         else:

@@ -16,9 +16,9 @@ restart resumes after the last checkpoint written, so no event is applied twice.
 
 The script is ``lua/commit.lua``. The commands travel as one msgpack argument (decoded by
 the script's ``cmsgpack``): packing tens of thousands of separate arguments was most of
-a batch's cost on the client. Their words are recorded ready for it (``changes.word``);
-only their keys leave it, for ``KEYS`` (each once, named in the command by position), so
-that the script touches no key it was not given.
+a batch's cost on the client. Their words are recorded ready for it (``changes.word``),
+and their keys apart, for ``KEYS`` (one per command, in order), so that the script
+touches no key it was not given.
 """
 
 from __future__ import annotations
@@ -48,6 +48,8 @@ class Batch:
     """The sealed writes of consecutive events, to commit together."""
 
     def __init__(self) -> None:
+        #: The key of each command, and each command without its key, in order.
+        self._keys: list[str] = []
         self._commands: list[tuple[Any, ...]] = []
         #: The sequence of the last event added (None: empty).
         self.last: int | None = None
@@ -64,20 +66,19 @@ class Batch:
         return _EventScope(self, Transaction(seq), kind, published_ms)
 
     def _add(self, tx: Transaction, kind: str, published_ms: int | None) -> None:
-        self._commands.extend(tx.seal(kind=kind, published_ms=published_ms))
+        command_keys, commands = tx.seal(kind=kind, published_ms=published_ms)
+        self._keys += command_keys
+        self._commands += commands
         self.last = tx.seq
         self.events += 1
 
     def script_input(self) -> tuple[list[str], bytes]:
-        """The commit script's KEYS (``clr:rev`` first, then every key the commands
-        write, once) and its command list: the events' commands, each with its key
-        replaced by the key's position in KEYS, then the checkpoint."""
+        """The commit script's KEYS (``clr:rev`` first, then the key of each command in
+        turn) and its command list: the events' commands, without their keys, then the
+        checkpoint."""
         assert self.last is not None
-        positions: dict[str, int] = {keys.REV: 1}
-        at = positions.setdefault
-        commands = [(c[0], at(c[1], len(positions) + 1), *c[2:]) for c in self._commands]
-        commands.append(("SET", 1, str(self.last)))
-        return list(positions), _pack(commands)
+        return ([keys.REV, *self._keys, keys.REV],
+                _pack([*self._commands, ("SET", str(self.last))]))
 
 
 class _EventScope:

@@ -231,14 +231,15 @@ def _commit(client: redis.Redis, fence: str, script_keys: list[str],
 
 def test_commit_applies_every_command_in_order_then_the_checkpoint(empty: redis.Redis) -> None:
     empty.set(keys.REV, 4)
-    script_keys = [keys.REV, keys.POLICIES, keys.policy_by_user("a"), keys.CHANGES]
+    script_keys = [keys.REV, keys.POLICIES, keys.policy_by_user("a"), keys.POLICIES,
+                   keys.POLICIES, keys.CHANGES, keys.REV]
     assert _commit(empty, "4", script_keys, [
-        ("HSET", 2, "ns/p", as_str(b"\x00blob")),
-        ("SADD", 3, "ns/p"),
-        ("HSET", 2, "ns/q", "x"),
-        ("HDEL", 2, "ns/q"),                        # in order: the set, then the delete
-        ("XADD", 4, "5-0", "r", "{}"),
-        ("SET", 1, "5"),
+        ("HSET", "ns/p", as_str(b"\x00blob")),
+        ("SADD", "ns/p"),
+        ("HSET", "ns/q", "x"),
+        ("HDEL", "ns/q"),                           # in order: the set, then the delete
+        ("XADD", "5-0", "r", "{}"),
+        ("SET", "5"),
     ]) == 1
     assert empty.hgetall(keys.POLICIES) == {b"ns/p": b"\x00blob"}
     assert empty.smembers(keys.policy_by_user("a")) == {b"ns/p"}
@@ -250,39 +251,40 @@ def test_commit_fenced_on_a_moved_checkpoint_writes_nothing(empty: redis.Redis) 
     empty.set(keys.REV, 9)  # another writer got there
     with pytest.raises(redis.exceptions.ResponseError,
                        match=r"^CLEARANCE_LOST_SYNC at 9, expected 4"):
-        _commit(empty, "4", [keys.REV, keys.POLICIES],
-                [("HSET", 2, "ns/p", "x"), ("SET", 1, "5")])
+        _commit(empty, "4", [keys.REV, keys.POLICIES, keys.REV],
+                [("HSET", "ns/p", "x"), ("SET", "5")])
     assert empty.keys("*") == [keys.REV.encode()]
     assert empty.get(keys.REV) == b"9"
     # A flushed store reads as checkpoint 0: a writer fenced elsewhere is refused too.
     empty.flushall()
     with pytest.raises(redis.exceptions.ResponseError, match="at 0, expected 4"):
-        _commit(empty, "4", [keys.REV], [("SET", 1, "5")])
+        _commit(empty, "4", [keys.REV, keys.REV], [("SET", "5")])
     assert empty.keys("*") == []
 
 
-def test_commit_refuses_a_key_position_outside_keys_and_writes_nothing(
+def test_commit_refuses_keys_its_commands_do_not_account_for_and_writes_nothing(
         empty: redis.Redis) -> None:
-    for bad in (("SADD", 3, "m"), ("SADD", "clr:ns", "m"), ("SADD", 0, "m")):
-        with pytest.raises(redis.exceptions.ResponseError, match="out of KEYS"):
-            _commit(empty, "", [keys.REV, keys.POLICIES],
-                    [("HSET", 2, "ns/p", "x"), bad, ("SET", 1, "5")])
+    commands = [("HSET", "ns/p", "x"), ("SADD", "m"), ("SET", "5")]
+    for script_keys in ([keys.REV, keys.POLICIES, keys.REV],                 # one short
+                        [keys.REV, keys.POLICIES, keys.NAMESPACES, keys.REV, keys.REV]):
+        with pytest.raises(redis.exceptions.ResponseError, match="KEYS holds"):
+            _commit(empty, "", script_keys, commands)
         assert empty.keys("*") == []
 
 
 def test_commit_edge_cases_only_a_checkpoint_and_a_huge_batch(empty: redis.Redis) -> None:
-    assert _commit(empty, "", [keys.REV], [("SET", 1, "1")]) == 1  # unfenced, no writes
+    assert _commit(empty, "", [keys.REV, keys.REV], [("SET", "1")]) == 1  # no writes
     assert empty.keys("*") == [keys.REV.encode()]
     # 20,000 commands on 20,000 keys of their own (a Group listing 20,000 users).
     users = [keys.member_of(f"user-{n}") for n in range(20_000)]
-    commands = [("SADD", n + 2, "team") for n in range(len(users))]
-    assert _commit(empty, "1", [keys.REV, *users], [*commands, ("SET", 1, "2")]) == 1
+    commands = [("SADD", "team")] * len(users)
+    assert _commit(empty, "1", [keys.REV, *users, keys.REV], [*commands, ("SET", "2")]) == 1
     assert empty.get(keys.REV) == b"2"
     assert empty.smembers(users[0]) == empty.smembers(users[-1]) == {b"team"}
     assert len(empty.keys("clr:memb:*")) == 20_000
 
 
-async def test_a_batch_passes_each_key_once_and_commits_through_the_script(
+async def test_a_batch_passes_each_commands_key_and_commits_through_the_script(
         clean_servers: Servers) -> None:
     r = aioredis.from_url(clean_servers.redis_url)
     try:
@@ -290,10 +292,15 @@ async def test_a_batch_passes_each_key_once_and_commits_through_the_script(
         for seq in (1, 2, 3):
             with batch.event(seq, kind="group") as tx:
                 tx.put_group(f"g{seq}", None, ["alice", f"bob{seq}"])
-        script_keys, _ = batch.script_input()
-        assert script_keys[0] == keys.REV
-        assert len(script_keys) == len(set(script_keys))
+        script_keys, packed = batch.script_input()
+        assert script_keys[0] == script_keys[-1] == keys.REV
         assert {keys.GROUPS, keys.CHANGES, keys.member_of("alice")} <= set(script_keys)
+        # No key travels in the commands (the change record's "w" names, as data, the
+        # fields a mirror re-reads).
+        commands = msgspec.msgpack.decode(packed)
+        assert len(commands) == len(script_keys) - 1
+        assert not [word for command in commands for word in command
+                    if isinstance(word, str) and word.startswith("clr:")]
         committer = Committer(r)
         committer.expected = 0
         await committer.commit(batch)

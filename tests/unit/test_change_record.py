@@ -44,10 +44,11 @@ def test_a_sealed_record_names_the_sorted_scopes_and_the_mirrored_fields_written
             tx._pipe.hdel(key, field)
         else:
             tx._pipe.sadd(key, field)
-    *commands, xadd = tx.seal(kind="group", published_ms=12)
+    command_keys, (*commands, xadd) = tx.seal(kind="group", published_ms=12)
     assert len(commands) == len(writes)
-    assert xadd[:3] == ("XADD", keys.CHANGES, "7-0")
-    fields = dict(zip(xadd[3::2], xadd[4::2], strict=True))
+    assert command_keys == [key for _, key, _ in writes] + [keys.CHANGES]
+    assert xadd[:2] == ("XADD", "7-0")
+    fields = dict(zip(xadd[2::2], xadd[3::2], strict=True))
     record = msgspec.json.decode(fields["r"], type=ChangeRecord)
     assert record == ChangeRecord(revision=7, invalidate=scope(invalidate),
                                   announce=scope(announce), kind="group", published_ms=12)
