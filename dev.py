@@ -4,6 +4,7 @@
     python3 dev.py up      # set up .venv/ and run the whole system (clearance up)
     python3 dev.py test    # set up .venv/ and run the full test suite
     python3 dev.py bench   # benchmarks (not tests)
+    python3 dev.py bench --peers  # Clearance beside Cerbos and SpiceDB (bench/peers/)
     python3 dev.py fuzz    # fuzz campaign on a running system (>= 100,000 requests), counts
     python3 dev.py chaos   # the fault suite on real processes; prints its table
     python3 dev.py attack  # the attack suite on real processes; prints its table

@@ -11,10 +11,10 @@ import re
 import time
 from typing import Any
 
-from clearance_core.filters import RuleView, compile_filter
-from clearance_core.govern import Governing
-from clearance_core.listing import visible_items
-from clearance_core.wire import ListItem
+from clearance_api.wire import ListItem
+from clearance_core.inherit.govern import Governing
+from clearance_core.monitor.filters import RuleView, compile_filter
+from clearance_core.questions.listing import visible_items
 
 RESOURCES = [
     {"type": "namespaces", "visibility": "filtered",

@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run  # the bench's process helpers (run.py imports this module in its main)
 from loadgen import cpu_seconds, load, pct, warm
 
-from clearance_core.resources import decision_digest, principal_digest
-from clearance_core.wire import BatchItem, CheckResult, Principal, Resource
+from clearance_api.wire import BatchItem, CheckResult, Principal, Resource
+from clearance_core.kube.resources import decision_digest, principal_digest
 from clearance_decision.decider import Decider
 from clearance_decision.entries import unpack
 from clearance_runtime import bus, keys

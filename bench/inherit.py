@@ -1,6 +1,6 @@
 """Inherited AccessPolicies in the pure core: what one event costs the compiler's fold.
 
-The compiler folds an AccessPolicy event with :func:`clearance_core.folds.accesspolicies.
+The compiler folds an AccessPolicy event with :func:`clearance_core.folding.folds.accesspolicies.
 follow`: the inheritance index recomputes the touched targets (``InheritanceIndex.apply``,
 timed alone as "index"), then the fold lists the changed targets' writes and audiences and
 recomputes the conditions of the policies whose part moved ("fold": the whole of it). All
@@ -22,11 +22,11 @@ from typing import Any
 
 import inherit_fleet
 
-from clearance_core.accesspolicy import compile_access_policy
-from clearance_core.fold import Affected
-from clearance_core.folds.accesspolicies import conditions_of, follow
-from clearance_core.inherit_index import InheritanceIndex, PolicyApplied
-from clearance_core.model import Model
+from clearance_core.folding.fold import Affected
+from clearance_core.folding.folds.accesspolicies import conditions_of, follow
+from clearance_core.folding.model import Model
+from clearance_core.inherit.accesspolicy import compile_access_policy
+from clearance_core.inherit.index import InheritanceIndex, PolicyApplied
 
 SIZES = ((50, 10), (200, 50), (500, 100))
 

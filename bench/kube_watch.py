@@ -134,7 +134,7 @@ async def _maybe_await(value: Any) -> Any:
 
 
 async def _one_run(url: str, objects: int, workdir: Path) -> dict[str, float]:
-    from clearance_core.registry import WATCHED  # noqa: PLC0415
+    from clearance_core.folding.registry import WATCHED  # noqa: PLC0415
     from clearance_watcher import kube  # noqa: PLC0415
 
     kubeconfig = workdir / "kubeconfig"

@@ -42,9 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run
 from loadgen import load, pct
 
-from clearance_core import answers
-from clearance_core.principal import Identity
-from clearance_core.wire import Resource
+from clearance_api.wire import Resource
+from clearance_core.kube.principal import Identity
+from clearance_core.questions import answers
 from clearance_runtime import bus, keys
 from clearance_runtime.mirror import StateMirror
 

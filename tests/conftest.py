@@ -17,7 +17,7 @@ import pytest
 import redis.asyncio as aioredis
 from nats.js.errors import NotFoundError
 
-from clearance_core.wire import EVENTS_STREAM
+from clearance_api.wire import EVENTS_STREAM
 from clearance_runtime import servers
 
 

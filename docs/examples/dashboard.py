@@ -18,10 +18,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
-from clearance_client import ClearanceClient, DecisionCache
 
-from clearance_core.errors import BadRequest, NotFound, RequestError
-from clearance_core.wire import CheckRequest, Principal, PrincipalRequest, Resource
+from clearance_api.errors import BadRequest, NotFound, RequestError
+from clearance_api.wire import CheckRequest, Principal, PrincipalRequest, Resource
+from clearance_client import ClearanceClient, DecisionCache
 
 CLIENT = web.AppKey("clearance", ClearanceClient)
 

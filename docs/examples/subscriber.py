@@ -19,7 +19,7 @@ from faststream import FastStream
 from faststream.nats import NatsBroker
 from faststream.nats.annotations import NatsMessage
 
-from clearance_core.wire import SUBJECT_DECISIONS_CHANGED, DecisionsChanged, PolicyStatus
+from clearance_api.wire import SUBJECT_DECISIONS_CHANGED, DecisionsChanged, PolicyStatus
 
 
 @dataclass

@@ -6,8 +6,8 @@ nats-py, with an opt-in local decision cache kept fresh by ``clearance.decisions
         result = await clearance.check(CheckRequest(principal=..., action="view",
                                                     resource=...))
 
-Requests and replies are the contract's msgspec Structs (``clearance_core.wire``); error
-replies raise ``clearance_core.errors`` (``RequestError`` and its subclasses).
+Requests and replies are the contract's msgspec Structs (``clearance_api.wire``); error
+replies raise ``clearance_api.errors`` (``RequestError`` and its subclasses).
 """
 
 from __future__ import annotations

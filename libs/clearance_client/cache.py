@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from clearance_core.wire import CheckRequest, CheckResult, DecisionsChanged, Principal
+from clearance_api.wire import CheckRequest, CheckResult, DecisionsChanged, Principal
 
 _SA_PREFIX = "system:serviceaccount:"
 #: Events remembered to decide whether an answer computed meanwhile may still be stored.

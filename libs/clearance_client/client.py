@@ -1,7 +1,7 @@
 """Typed async calls for every request/reply subject of the contract.
 
 Each method takes its subject's request Struct and returns its reply Struct (both from
-``clearance_core.wire``). An error reply raises the ``clearance_core.errors`` class of its
+``clearance_api.wire``). An error reply raises the ``clearance_api.errors`` class of its
 code; no reply at all raises ``Unavailable``; a reply that does not decode raises
 ``Internal`` — an error is never returned as an answer, so it can never read as an allow.
 """
@@ -20,10 +20,10 @@ from nats.aio.client import Client as Nats
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
+from clearance_api import inboxes, wire
+from clearance_api.errors import BadRequest, Internal, NotFound, RequestError, Stale, Unavailable
+from clearance_api.wire import ErrorBody, RequestBase
 from clearance_client.cache import DecisionCache
-from clearance_core import inboxes, wire
-from clearance_core.errors import BadRequest, Internal, NotFound, RequestError, Stale, Unavailable
-from clearance_core.wire import ErrorBody, RequestBase
 
 R = TypeVar("R", bound=msgspec.Struct)
 Callback = Callable[..., Awaitable[None]]

@@ -18,8 +18,8 @@ from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
 
-from clearance_core import inboxes
-from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS
+from clearance_api import inboxes
+from clearance_api.wire import EVENTS_STREAM, EVENTS_SUBJECTS
 from clearance_runtime import logs, retries
 
 log = logs.get(__name__)

@@ -1,7 +1,7 @@
 """The writes of one event and its change record: what a fold asks the store to do.
 
 A :class:`Transaction` records, in order, the Redis commands one event's fold implies
-(``clearance_core.model.Writes``) and whom the change concerns; :meth:`Transaction.seal`
+(``clearance_core.folding.model.Writes``) and whom the change concerns; :meth:`Transaction.seal`
 appends the event's change record (``clr:changes``, id ``<revision>-0``), which the
 cache-invalidator and the decision replicas' mirrors follow. Committing is
 :mod:`.commits`' concern: the sealed commands of many events go to Redis in one fenced
@@ -14,11 +14,11 @@ from typing import Any
 
 import msgspec
 
-from clearance_core.fold import Affected
-from clearance_core.metricsource import CompiledSource
-from clearance_core.narrowing import Narrow
-from clearance_core.policy import CompiledPolicy
-from clearance_core.rbac import Binding, Role
+from clearance_core.folding.fold import Affected
+from clearance_core.folding.narrowing import Narrow
+from clearance_core.monitor.metricsource import CompiledSource
+from clearance_core.monitor.policy import CompiledPolicy
+from clearance_core.rbac.rules import Binding, Role
 from clearance_runtime import keys, rbac_store
 from clearance_runtime.inherit_store import InheritWrites
 from clearance_runtime.luapack import as_str
@@ -35,7 +35,7 @@ class Scope(msgspec.Struct, kw_only=True):
     #: Not empty: only the users' and groups' entries about these clusters.
     within: list[str] = []
     #: Not None: only the users' and groups' entries this narrowing drops (a policy or
-    #: Group membership change: ``clearance_core.narrowing``).
+    #: Group membership change: ``clearance_core.folding.narrowing``).
     narrow: Narrow | None = None
     #: The cached answers that warn of an unknown cluster or type go.
     unknown: bool = False
@@ -148,7 +148,7 @@ class _Recorder:
 
 
 class Transaction(InheritWrites):
-    """Queues the writes of one event (implements ``clearance_core.model.Writes``)."""
+    """Queues the writes of one event (implements ``clearance_core.folding.model.Writes``)."""
 
     _pipe: _Recorder
 

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import msgspec
 import redis.asyncio as aioredis
 
-from clearance_core.errors import Stale, Unavailable
+from clearance_api.errors import Stale, Unavailable
 from clearance_runtime import keys, metrics, probes
 
 SERVICES = ("watcher", "compiler", "cache-invalidator", "decision")
@@ -83,7 +83,7 @@ async def services(redis: aioredis.Redis) -> dict[str, ServiceHealth]:
 
 
 async def publish_census(redis: aioredis.Redis, census: dict[str, dict[str, int]]) -> None:
-    """The active compiler's policies by state (``clearance_core.census``), for
+    """The active compiler's policies by state (``clearance_core.folding.census``), for
     ``clearance.v1.status``."""
     await redis.set(keys.CENSUS, msgspec.json.encode(census))
 

@@ -31,7 +31,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 from aiohttp.web_protocol import RequestHandler
 
-from clearance_core.errors import Refused
+from clearance_api.errors import Refused
 
 __all__ = ["Admission", "BoundedSite", "Bounds", "Handler", "Middleware", "closing",
            "read_body", "runner"]

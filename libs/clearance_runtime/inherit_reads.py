@@ -20,12 +20,12 @@ from typing import Any
 import msgspec
 import redis.asyncio as aioredis
 
-from clearance_core import hierarchy
-from clearance_core.authority import Authority, parse_namespaces
-from clearance_core.hierarchy import Target
-from clearance_core.inherit_index import InheritanceIndex
-from clearance_core.merge import EffectivePolicy
-from clearance_core.wire import ExcludedPolicy, StatusCondition
+from clearance_api.wire import ExcludedPolicy, StatusCondition
+from clearance_core.inherit import hierarchy
+from clearance_core.inherit.authority import Authority, parse_namespaces
+from clearance_core.inherit.hierarchy import Target
+from clearance_core.inherit.index import InheritanceIndex
+from clearance_core.inherit.merge import EffectivePolicy
 from clearance_runtime import keys
 from clearance_runtime.inherit_store import (
     decode_conditions,

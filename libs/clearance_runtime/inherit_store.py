@@ -22,11 +22,11 @@ from typing import Any, Protocol
 
 import msgspec
 
-from clearance_core.accesspolicy import CompiledAccessPolicy
-from clearance_core.hierarchy import Target
-from clearance_core.inherit_status import ExcludedAt
-from clearance_core.merge import EffectivePolicy
-from clearance_core.wire import ExcludedPolicy, StatusCondition
+from clearance_api.wire import ExcludedPolicy, StatusCondition
+from clearance_core.inherit.accesspolicy import CompiledAccessPolicy
+from clearance_core.inherit.hierarchy import Target
+from clearance_core.inherit.merge import EffectivePolicy
+from clearance_core.inherit.status import ExcludedAt
 from clearance_runtime import keys
 
 _encode = msgspec.msgpack.Encoder().encode

@@ -6,7 +6,7 @@ invalidation reads.
 A cached answer's blob starts with a small header — a 2-byte length, then msgpack
 ``[cluster | false, deciding policy's order | nil]`` — so that a policy or Group change
 can drop, of its subjects' entries, only those whose answer it can change
-(``clearance_core.narrowing``) without the invalidator parsing whole answers. ``false``
+(``clearance_core.folding.narrowing``) without the invalidator parsing whole answers. ``false``
 marks a cluster that was not in the inventory when the answer was computed: such an
 entry is always dropped.
 """
@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 import redis.asyncio as aioredis
 
-from clearance_core.narrowing import Narrow
+from clearance_core.folding.narrowing import Narrow
 from clearance_runtime import keys, scripts
 from clearance_runtime.luapack import as_str
 

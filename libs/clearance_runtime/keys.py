@@ -23,7 +23,7 @@ Compiled state (written only by the compiler, in one fenced Lua script per event
     clr:mc                  HASH  cluster -> JSON labels (the ManagedCluster inventory)
     clr:ns                  SET   hub namespaces (Namespace objects), for search plans
     clr:mcs                 SET   ManagedClusterSets that exist
-    clr:rbac2               HASH  object key -> msgpack Role or Binding (clearance_core.rbac,
+    clr:rbac2               HASH  object key -> msgpack Role or Binding (clearance_core.rbac.rules,
                                   compiled; ``rbac.object_key``: "Kind/ns/name", one format
                                   for the four kinds; invalid objects are absent)
     clr:rbac:rev            revision of the last RBAC change

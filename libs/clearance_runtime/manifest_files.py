@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from clearance_core.errors import InvalidObject
+from clearance_api.errors import InvalidObject
 from clearance_runtime import safeyaml
 
 SUFFIXES = (".yaml", ".yml", ".json")

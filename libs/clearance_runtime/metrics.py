@@ -139,7 +139,7 @@ BUILD.info({"version": _version(), "python": platform.python_version()})
 
 
 def set_policies(census: Mapping[str, Mapping[str, int]]) -> None:
-    """Publish a census (``clearance_core.census``): every known state, zeros included."""
+    """Publish a census (``clearance_core.folding.census``): every known state, zeros included."""
     for kind, states in census.items():
         for state, count in states.items():
             POLICIES.labels(kind=kind, state=state).set(count)

@@ -30,12 +30,12 @@ from typing import Any
 import msgspec
 import redis.asyncio as aioredis
 
-from clearance_core import hierarchy
-from clearance_core.evaluate import ClusterMatch, Matcher, match_cluster
-from clearance_core.merge import EffectivePolicy
-from clearance_core.placement import NamespaceIndex
-from clearance_core.policy import CompiledPolicy
-from clearance_core.principal import Identity
+from clearance_core.inherit import hierarchy
+from clearance_core.inherit.merge import EffectivePolicy
+from clearance_core.kube.principal import Identity
+from clearance_core.monitor.evaluate import ClusterMatch, Matcher, match_cluster
+from clearance_core.monitor.policy import CompiledPolicy
+from clearance_core.questions.placement import NamespaceIndex
 from clearance_runtime import health, keys
 from clearance_runtime.coalesce import Coalescer
 from clearance_runtime.inherit_store import decode_effective, location

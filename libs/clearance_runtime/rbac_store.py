@@ -1,7 +1,7 @@
 """How compiled RBAC is stored, and the decision service's RBAC index kept current from it.
 
 In each RBAC event's commit the compiler (``changes.Transaction.put_rbac``) writes the
-object's compiled form — the msgpack of its :mod:`clearance_core.rbac` Struct — under
+object's compiled form — the msgpack of its :mod:`clearance_core.rbac.rules` Struct — under
 its object key in ``clr:rbac2`` (or deletes it: deleted or invalid), the revision
 ``clr:rbac:rev``, and an entry ``<rev>-0`` naming the key and the new value on the stream
 ``clr:rbac:log``, capped at about :data:`LOG_LENGTH` entries.
@@ -24,9 +24,9 @@ from typing import Any
 import msgspec
 import redis.asyncio as aioredis
 
-from clearance_core.rbac import Binding, Role, RoleKey, is_role_key
-from clearance_core.rbac_bindings import BindingId
-from clearance_core.rbac_index import RbacIndex
+from clearance_core.rbac.bindings import BindingId
+from clearance_core.rbac.index import RbacIndex
+from clearance_core.rbac.rules import Binding, Role, RoleKey, is_role_key
 from clearance_runtime import keys, logs, metrics
 
 log = logs.get(__name__)

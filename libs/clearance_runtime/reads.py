@@ -11,7 +11,7 @@ service names no key and calls no Redis method; keys come from :mod:`.keys`.
   snapshot exactly as :meth:`Reads.snapshot` reads it;
 - :meth:`Reads.effective_groups` — the groups a review or a search is answered for: the
   same definition as a check's identity
-  (:func:`clearance_core.principal.effective_groups`), from the same Group memberships;
+  (:func:`clearance_core.kube.principal.effective_groups`), from the same Group memberships;
 - :meth:`Reads.rbac_index` — the RBAC index of the current state, kept current from the
   compiler's RBAC change log (:mod:`.rbac_store`, the one place that knows how RBAC is
   stored);
@@ -32,12 +32,12 @@ import msgspec
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from clearance_core.errors import Unavailable
-from clearance_core.metricsource import CompiledSource
-from clearance_core.policy import CompiledPolicy
-from clearance_core.principal import Identity, effective_groups, identity_of
-from clearance_core.rbac_index import RbacIndex
-from clearance_core.wire import Principal
+from clearance_api.errors import Unavailable
+from clearance_api.wire import Principal
+from clearance_core.kube.principal import Identity, effective_groups, identity_of
+from clearance_core.monitor.metricsource import CompiledSource
+from clearance_core.monitor.policy import CompiledPolicy
+from clearance_core.rbac.index import RbacIndex
 from clearance_runtime import health, keys
 from clearance_runtime.inherit_reads import InheritReads
 from clearance_runtime.mirror import StateMirror

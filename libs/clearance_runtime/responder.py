@@ -12,7 +12,7 @@ A handler gets the raw body and returns the encoded reply. Any ``RequestError`` 
 Every request whose reply subject is an inbox gets a reply: one too large for the
 server's ``max_payload`` becomes a ``bad_request`` naming that limit.
 
-Replies go to inboxes only (``clearance_core.inboxes``): a reply subject is the caller's
+Replies go to inboxes only (``clearance_api.inboxes``): a reply subject is the caller's
 to choose, and one naming the event stream, a lease key or a status subject would have
 the service publish there with its own rights. A request whose reply subject is not
 under an accepted inbox prefix is not answered (nor handled): it is counted in
@@ -34,10 +34,10 @@ import structlog
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from clearance_core import inboxes
-from clearance_core.errors import BadRequest, Internal, RequestError
-from clearance_core.wire import ErrorBody, ErrorReply
-from clearance_core.wire.limits import MAX_DEPTH, nesting_exceeds
+from clearance_api import inboxes
+from clearance_api.errors import BadRequest, Internal, RequestError
+from clearance_api.wire import ErrorBody, ErrorReply
+from clearance_api.wire.limits import MAX_DEPTH, nesting_exceeds
 from clearance_runtime import logs, metrics
 
 log = logs.get(__name__)

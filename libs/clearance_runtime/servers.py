@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from clearance_core.errors import Unavailable
+from clearance_api.errors import Unavailable
 
 
 def free_port() -> int:

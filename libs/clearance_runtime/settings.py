@@ -15,8 +15,8 @@ from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
 
 import msgspec
 
-from clearance_core import inboxes
-from clearance_core.authority import parse_namespaces
+from clearance_api import inboxes
+from clearance_core.inherit.authority import parse_namespaces
 
 _Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]
 _NonNegative = Annotated[int, msgspec.Meta(ge=0)]
@@ -68,7 +68,7 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
 
     # -- The bus: NATS users, inboxes and replies (deploy/nats/accounts.conf) ------------
     #: Where this process receives replies; unset: ``_INBOX.<user>`` for the user name in
-    #: the NATS URL, else ``_INBOX`` (clearance_core.inboxes.prefix_for).
+    #: the NATS URL, else ``_INBOX`` (clearance_api.inboxes.prefix_for).
     nats_inbox_prefix: str = ""
     #: Reply subjects the decision service answers: those under one of these inbox
     #: prefixes (comma-separated; ``P_*``: every prefix extending P's last token, as

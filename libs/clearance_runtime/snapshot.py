@@ -10,7 +10,7 @@ One round trip, and no torn read between a policy and its indexes.
 The script names no key of its own: every key comes from :mod:`.keys`. It is given the
 asserted and service-account groups and adds those of the Groups listing the user, only
 to find every candidate policy; the identity itself is built by
-:func:`clearance_core.principal.effective_groups` from the memberships it returns.
+:func:`clearance_core.kube.principal.effective_groups` from the memberships it returns.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import msgspec
 import redis.asyncio as aioredis
 
-from clearance_core import hierarchy
-from clearance_core.evaluate import Matcher, match_cluster
-from clearance_core.hierarchy import Target
-from clearance_core.merge import EffectivePolicy, EffectiveRule
-from clearance_core.placement import NamespaceIndex
-from clearance_core.policy import CompiledPolicy
-from clearance_core.principal import Identity
+from clearance_core.inherit import hierarchy
+from clearance_core.inherit.hierarchy import Target
+from clearance_core.inherit.merge import EffectivePolicy, EffectiveRule
+from clearance_core.kube.principal import Identity
+from clearance_core.monitor.evaluate import Matcher, match_cluster
+from clearance_core.monitor.policy import CompiledPolicy
+from clearance_core.questions.placement import NamespaceIndex
 from clearance_runtime import health, keys
 from clearance_runtime.inherit_store import decode_effective, location
 from clearance_runtime.state import decode_policy
@@ -151,7 +151,7 @@ class Snapshot(msgspec.Struct, kw_only=True):
     #: Custom types some MetricSource declares.
     declared: frozenset[str] = frozenset()
     #: Every cluster of the inventory, sorted, when a cluster asked about is not in it
-    #: (a warning suggests the closest: ``clearance_core.unknown_names``); else None.
+    #: (a warning suggests the closest: ``clearance_core.questions.unknown_names``); else None.
     inventory: Sequence[str] | None = None
     #: Which rule of a policy matches a cluster, memoised by a mirror (exact for this
     #: snapshot's policies and labels).

@@ -17,12 +17,12 @@ from collections.abc import AsyncIterator
 import msgspec
 import redis.asyncio as aioredis
 
-from clearance_core.authority import Authority
-from clearance_core.inherit_index import InheritanceIndex
-from clearance_core.metricsource import CompiledSource
-from clearance_core.model import Model
-from clearance_core.policy import CompiledPolicy
-from clearance_core.rbac_changes import RbacModel
+from clearance_core.folding.model import Model
+from clearance_core.folding.rbac_changes import RbacModel
+from clearance_core.inherit.authority import Authority
+from clearance_core.inherit.index import InheritanceIndex
+from clearance_core.monitor.metricsource import CompiledSource
+from clearance_core.monitor.policy import CompiledPolicy
 from clearance_runtime import keys, rbac_store
 from clearance_runtime.changes import Transaction
 from clearance_runtime.commits import Batch, Committer

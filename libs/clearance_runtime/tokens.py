@@ -34,8 +34,8 @@ import aiohttp
 import kubernetes_asyncio.client
 import msgspec
 
-from clearance_core.errors import BadRequest, Unavailable
-from clearance_core.wire import Principal
+from clearance_api.errors import BadRequest, Unavailable
+from clearance_api.wire import Principal
 from clearance_runtime import kubeclient, logs
 
 log = logs.get(__name__)

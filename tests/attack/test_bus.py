@@ -30,8 +30,8 @@ import yaml
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from clearance_core import inboxes, wire
-from clearance_core.kinds import event_subject, ref_of
+from clearance_api import inboxes, wire
+from clearance_core.folding.kinds import event_subject, ref_of
 from clearance_runtime import servers
 from clearance_runtime.responder import Responder
 from tests import secured

@@ -20,7 +20,7 @@ from pathlib import Path
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
-from clearance_core.wire import EVENTS_STREAM
+from clearance_api.wire import EVENTS_STREAM
 from clearance_runtime import bus, servers
 
 SERVICES = ("watcher", "compiler", "cache-invalidator", "decision")

@@ -15,13 +15,13 @@ from typing import Any
 
 import msgspec
 
-from clearance_core.decide import decide
-from clearance_core.errors import InvalidObject
-from clearance_core.fold import cluster_labels, fold_policy, group_users
-from clearance_core.kinds import ObjectRef, ref_of
-from clearance_core.policy import CompiledPolicy
-from clearance_core.principal import identity_of
-from clearance_core.wire import Event, Principal, Resource
+from clearance_api.errors import InvalidObject
+from clearance_api.wire import Event, Principal, Resource
+from clearance_core.folding.fold import cluster_labels, fold_policy, group_users
+from clearance_core.folding.kinds import ObjectRef, ref_of
+from clearance_core.kube.principal import identity_of
+from clearance_core.monitor.decide import decide
+from clearance_core.monitor.policy import CompiledPolicy
 
 Probe = tuple[str, str]  # (username, cluster)
 _event = msgspec.json.Decoder(Event).decode

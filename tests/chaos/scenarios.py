@@ -40,9 +40,9 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from clearance_core.fold import cluster_labels, group_users
-from clearance_core.kinds import ObjectRef, ref_of
-from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS
+from clearance_api.wire import EVENTS_STREAM, EVENTS_SUBJECTS
+from clearance_core.folding.fold import cluster_labels, group_users
+from clearance_core.folding.kinds import ObjectRef, ref_of
 from tests.chaos.load import (
     Background,
     Checkpoints,

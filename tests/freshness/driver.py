@@ -20,7 +20,7 @@ import nats
 import nats.js.errors
 import redis.asyncio as aioredis
 
-from clearance_core.wire import EVENTS_STREAM
+from clearance_api.wire import EVENTS_STREAM
 from tests.conftest import Servers
 from tests.freshness.world import Key, subject_of
 from tests.integration.harness import System

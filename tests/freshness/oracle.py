@@ -15,7 +15,7 @@ check's, item by item.
 A check that names no namespace is answered over every Namespace target of its cluster
 whose matching rules differ from the cluster's, found here by comparing each target's
 rules with the cluster's (no index), and combined as the decision service combines them
-(:func:`clearance_core.answers.check`).
+(:func:`clearance_core.questions.answers.check`).
 """
 
 from __future__ import annotations
@@ -27,21 +27,22 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from clearance_core import answers, hierarchy, unknown_names
-from clearance_core.accesspolicy import compile_access_policy
-from clearance_core.errors import InvalidObject
-from clearance_core.evaluate import match_cluster, names
-from clearance_core.fold import fold_policy
-from clearance_core.hierarchy import Target
-from clearance_core.inherit_index import InheritanceIndex
-from clearance_core.inherited_decide import matching
-from clearance_core.merge import EffectivePolicy, EffectiveRule
-from clearance_core.metricsource import compile_source, winner
-from clearance_core.principal import Identity
-from clearance_core.rbac import ResourceAttributes, parse_binding, parse_role
-from clearance_core.rbac_index import RbacIndex
-from clearance_core.resources import cluster_of
-from clearance_core.wire import CheckResult, Resource, SubjectAccessReviewStatus
+from clearance_api.errors import InvalidObject
+from clearance_api.wire import CheckResult, Resource, SubjectAccessReviewStatus
+from clearance_core.folding.fold import fold_policy
+from clearance_core.inherit import hierarchy
+from clearance_core.inherit.accesspolicy import compile_access_policy
+from clearance_core.inherit.decide import matching
+from clearance_core.inherit.hierarchy import Target
+from clearance_core.inherit.index import InheritanceIndex
+from clearance_core.inherit.merge import EffectivePolicy, EffectiveRule
+from clearance_core.kube.principal import Identity
+from clearance_core.kube.resources import cluster_of
+from clearance_core.monitor.evaluate import match_cluster, names
+from clearance_core.monitor.metricsource import compile_source, winner
+from clearance_core.questions import answers, unknown_names
+from clearance_core.rbac.index import RbacIndex
+from clearance_core.rbac.rules import ResourceAttributes, parse_binding, parse_role
 from tests.freshness.world import Who, World
 
 T = TypeVar("T")
@@ -171,7 +172,7 @@ class Fresh:
 
 
 class _For:
-    """The world as one principal's state (:class:`clearance_core.answers.State`)."""
+    """The world as one principal's state (:class:`clearance_core.questions.answers.State`)."""
 
     match = staticmethod(match_cluster)
 

@@ -46,7 +46,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from clearance_core.rbac import ResourceAttributes
+from clearance_core.rbac.rules import ResourceAttributes
 from tests.conftest import Servers
 from tests.freshness import world as w
 from tests.freshness.driver import Driver

@@ -33,7 +33,7 @@ import nats.js.errors
 import redis.asyncio as aioredis
 from nats.aio.client import Client
 
-from clearance_core.wire import EVENTS_STREAM
+from clearance_api.wire import EVENTS_STREAM
 from clearance_runtime import servers
 from tests.fuzz.hostile import HostileEvent
 from tests.fuzz.oracle import Finding, answer, judge

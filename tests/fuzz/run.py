@@ -35,7 +35,7 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from clearance_core.wire import REQUESTS
+from clearance_api.wire import REQUESTS
 from clearance_runtime import servers
 from tests.fuzz import known_bugs
 from tests.fuzz.hostile import HostileEvent

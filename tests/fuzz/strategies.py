@@ -3,7 +3,7 @@ from the CRD schemas (and small hand-written schemas for the Kubernetes kinds th
 CRD here), both mixed with the hostile values of :mod:`tests.fuzz.hostile`.
 
 The JSON Schemas come from the code itself — ``msgspec.json.schema`` of every request
-Struct in ``clearance_core.wire.REQUESTS`` and the ``openAPIV3Schema`` of
+Struct in ``clearance_api.wire.REQUESTS`` and the ``openAPIV3Schema`` of
 ``deploy/crds/*.yaml`` — so the fuzzers follow the contract as it changes. Two edits make
 them useful for fuzzing: objects without listed extra properties get none (unknown fields
 are ignored in requests and make an object invalid; the mutator plants hostile ones on
@@ -27,8 +27,8 @@ import yaml
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture import utils as _conjecture
 
-from clearance_core.registry import WATCHED as KINDS
-from clearance_core.wire import REQUESTS
+from clearance_api.wire import REQUESTS
+from clearance_core.folding.registry import WATCHED as KINDS
 from tests.fuzz import hostile
 from tests.fuzz.hostile import HostileEvent
 

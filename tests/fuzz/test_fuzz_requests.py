@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clearance_core.wire import REQUESTS, SUBJECT_CHECK
+from clearance_api.wire import REQUESTS, SUBJECT_CHECK
 from tests.fuzz import known_bugs
 from tests.fuzz.conftest import Driver, report
 from tests.fuzz.live import request_burst

@@ -20,8 +20,8 @@ import nats.js.errors
 import yaml
 from nats.aio.client import Client
 
+from clearance_api import inboxes
 from clearance_cli.services import run_service
-from clearance_core import inboxes
 from clearance_runtime.settings import Settings
 
 

@@ -18,9 +18,9 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
-from clearance_core import answers
-from clearance_core.filters import Item
-from clearance_core.wire import NamespaceMetrics, NodeMetrics, Resource
+from clearance_api.wire import NamespaceMetrics, NodeMetrics, Resource
+from clearance_core.monitor.filters import Item
+from clearance_core.questions import answers
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, group
 from tests.unit.fleets import (

@@ -14,7 +14,7 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clearance_core.narrowing import Narrow
+from clearance_core.folding.narrowing import Narrow
 from clearance_runtime import keys, scripts
 from clearance_runtime.invalidation import Call, entry_blob, narrow_arg, pack_calls
 from tests.conftest import Servers

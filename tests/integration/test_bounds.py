@@ -16,9 +16,9 @@ import redis.asyncio as aioredis
 from kmock import KubernetesEmulator, ResourceInfo
 from prometheus_client import REGISTRY
 
-from clearance_core.folds import accesspolicies
-from clearance_core.inherit_index import PolicyApplied
-from clearance_core.wire import EVENTS_STREAM
+from clearance_api.wire import EVENTS_STREAM
+from clearance_core.folding.folds import accesspolicies
+from clearance_core.inherit.index import PolicyApplied
 from clearance_runtime import bus, servers
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, write_kubeconfig

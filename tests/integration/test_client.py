@@ -13,15 +13,15 @@ from typing import Any
 
 import msgspec
 import pytest
-from clearance_client import METHODS, ClearanceClient, DecisionCache
 
-from clearance_core import wire
-from clearance_core.errors import BadRequest, NotFound, RequestError, Stale, Unavailable
-from clearance_core.wire import (
+from clearance_api import wire
+from clearance_api.errors import BadRequest, NotFound, RequestError, Stale, Unavailable
+from clearance_api.wire import (
     CheckRequest,
     Principal,
     Resource,
 )
+from clearance_client import METHODS, ClearanceClient, DecisionCache
 from tests.conftest import Servers
 from tests.integration.harness import System, group
 from tests.unit.policies import policy

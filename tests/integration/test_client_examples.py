@@ -14,8 +14,8 @@ from types import ModuleType
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
-from clearance_client import DecisionCache
 
+from clearance_client import DecisionCache
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
 from tests.unit.policies import policy

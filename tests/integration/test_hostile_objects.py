@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from clearance_core import fold
+from clearance_core.folding import fold
 from clearance_runtime import metrics
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster

@@ -13,9 +13,9 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 
-from clearance_core.resources import decision_digest, principal_digest
-from clearance_core.wire import CheckRequest
-from clearance_core.wire.limits import MAX_DEPTH, MAX_GROUPS
+from clearance_api.wire import CheckRequest
+from clearance_api.wire.limits import MAX_DEPTH, MAX_GROUPS
+from clearance_core.kube.resources import decision_digest, principal_digest
 from clearance_runtime import keys
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster

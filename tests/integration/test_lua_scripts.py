@@ -19,7 +19,7 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from clearance_core.errors import Unavailable
+from clearance_api.errors import Unavailable
 from clearance_invalidator.app import Invalidator
 from clearance_runtime import keys, scripts
 from clearance_runtime.cache import DecisionCache, Entry, put_input

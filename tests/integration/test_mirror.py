@@ -19,7 +19,7 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 
-from clearance_core.errors import Unavailable
+from clearance_api.errors import Unavailable
 from clearance_runtime import bus, health, keys
 from clearance_runtime.mirror import StateMirror
 from clearance_runtime.snapshot import Snapshot, SnapshotReader

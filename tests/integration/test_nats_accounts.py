@@ -27,8 +27,8 @@ import pytest
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
+from clearance_api import inboxes
 from clearance_console import app as console_app
-from clearance_core import inboxes
 from clearance_gateway import tls
 from clearance_runtime import servers
 from tests import secured

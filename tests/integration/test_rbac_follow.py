@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from clearance_core.folds import FoldEvent, rbac
-from clearance_core.kinds import ref_of
-from clearance_core.model import Model
-from clearance_core.rbac import ResourceAttributes, object_key
-from clearance_core.rbac_index import RbacIndex
+from clearance_core.folding.folds import FoldEvent, rbac
+from clearance_core.folding.kinds import ref_of
+from clearance_core.folding.model import Model
+from clearance_core.rbac.index import RbacIndex
+from clearance_core.rbac.rules import ResourceAttributes, object_key
 from clearance_runtime import keys, metrics
 from clearance_runtime.rbac_store import LOG_LENGTH, RbacFollower
 from clearance_runtime.state import StateStore

@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from clearance_core.search import SearchItem, hub_cluster, search_filter, search_plan
+from clearance_core.rbac.search import SearchItem, hub_cluster, search_filter, search_plan
 from tests.unit.test_search import random_world
 
 pgserver = pytest.importorskip("pgserver", reason="needs the pgserver wheel (dev extra)")
@@ -67,7 +67,7 @@ def as_row(uid: str, it: SearchItem, hub: str | None) -> tuple[str, str, Any]:
 
 
 def from_row(cluster: str, data: dict[str, Any]) -> SearchItem:
-    """A row as search.filter sees it (the mapping in clearance_core.search)."""
+    """A row as search.filter sees it (the mapping in clearance_core.rbac.search)."""
     return SearchItem(cluster=cluster, group=data.get("apigroup", ""),
                       resource=data.get("kind_plural", ""), kind=data.get("kind", ""),
                       namespace=data.get("namespace", ""), name=data.get("name", ""))

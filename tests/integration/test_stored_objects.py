@@ -12,11 +12,11 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 
-from clearance_core.folds import FoldEvent
-from clearance_core.kinds import ref_of
-from clearance_core.model import Model
-from clearance_core.policy import CompiledPolicy
-from clearance_core.registry import REGISTRY
+from clearance_core.folding.folds import FoldEvent
+from clearance_core.folding.kinds import ref_of
+from clearance_core.folding.model import Model
+from clearance_core.folding.registry import REGISTRY
+from clearance_core.monitor.policy import CompiledPolicy
 from clearance_runtime import keys
 from clearance_runtime.state import StateStore
 from tests.conftest import Servers

@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from clearance_core.filters import Item, RuleView, compile_filter
+from clearance_core.monitor.filters import Item, RuleView, compile_filter
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
 from tests.unit.accesspolicies import access_policy, rule

@@ -15,8 +15,8 @@ import pytest
 import structlog.testing
 from kmock import RawHandler
 
-from clearance_core.errors import BadRequest, Unavailable
-from clearance_core.wire import Principal
+from clearance_api.errors import BadRequest, Unavailable
+from clearance_api.wire import Principal
 from clearance_runtime.tokens import REVIEW_PATH, TokenReviews
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, group

@@ -25,7 +25,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from kmock import KubernetesEmulator, ResourceInfo
 
-from clearance_core.registry import WATCHED as KINDS
+from clearance_core.folding.registry import WATCHED as KINDS
 from clearance_watcher import kube
 
 MAP = "clusterpulse.io/v1alpha1/monitoraccesspolicies"

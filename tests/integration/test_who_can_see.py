@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from clearance_core.audience import UNNAMED
+from clearance_core.questions.audience import UNNAMED
 from clearance_decision import audience
 from clearance_runtime.reads import Reads, StateView
 from tests.conftest import Servers

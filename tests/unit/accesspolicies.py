@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from clearance_core.accesspolicy import CompiledAccessPolicy, compile_access_policy
-from clearance_core.authority import Authority
-from clearance_core.inherit_index import InheritanceIndex
+from clearance_core.inherit.accesspolicy import CompiledAccessPolicy, compile_access_policy
+from clearance_core.inherit.authority import Authority
+from clearance_core.inherit.index import InheritanceIndex
 
 CLUSTERSET_LABEL = "cluster.open-cluster-management.io/clusterset"
 

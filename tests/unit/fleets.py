@@ -18,14 +18,14 @@ from typing import Any, NamedTuple, Protocol
 import msgspec
 from hypothesis import strategies as st
 
-from clearance_core import answers
-from clearance_core.filters import Item, RuleView, compile_filter
-from clearance_core.hierarchy import FLEET, Target
-from clearance_core.inherit_index import InheritanceIndex
-from clearance_core.merge import EffectivePolicy
-from clearance_core.policy import CompiledPolicy, compile_policy
-from clearance_core.principal import Identity, effective_groups
-from clearance_core.wire import NamespaceMetrics, NodeMetrics, Resource
+from clearance_api.wire import NamespaceMetrics, NodeMetrics, Resource
+from clearance_core.inherit.hierarchy import FLEET, Target
+from clearance_core.inherit.index import InheritanceIndex
+from clearance_core.inherit.merge import EffectivePolicy
+from clearance_core.kube.principal import Identity, effective_groups
+from clearance_core.monitor.filters import Item, RuleView, compile_filter
+from clearance_core.monitor.policy import CompiledPolicy, compile_policy
+from clearance_core.questions import answers
 from clearance_runtime.snapshot import Snapshot
 from tests.unit.accesspolicies import ANYONE, CLUSTERSET_LABEL, access_policy, compiled, rule
 from tests.unit.policies import policy
@@ -236,7 +236,7 @@ class Subjects(Protocol):
 
 
 class Local:
-    """The subjects as :mod:`clearance_core.answers` answers them over a fleet (what the
+    """The subjects as :mod:`clearance_core.questions.answers` answers them over a fleet (what the
     decision service runs on its snapshot), ``check`` memoised."""
 
     def __init__(self, fleet: Fleet, identity: Identity) -> None:

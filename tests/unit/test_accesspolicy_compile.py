@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core.accesspolicy import compile_access_policy
-from clearance_core.conditions import evaluate
-from clearance_core.errors import InvalidObject
-from clearance_core.hierarchy import Target
+from clearance_api.errors import InvalidObject
+from clearance_core.inherit.accesspolicy import compile_access_policy
+from clearance_core.inherit.conditions import evaluate
+from clearance_core.inherit.hierarchy import Target
 from tests.unit.accesspolicies import access_policy, block, rule
 
 SRE = rule(groups=["sre"])

@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core.aggregate import (
+from clearance_api.errors import InvalidObject
+from clearance_core.monitor.aggregate import (
     Aggregation,
     compile_aggregation,
     compile_aggregations,
@@ -24,8 +25,7 @@ from clearance_core.aggregate import (
     number_of,
     select,
 )
-from clearance_core.errors import InvalidObject
-from clearance_core.filters import Item, RuleView, compile_filter
+from clearance_core.monitor.filters import Item, RuleView, compile_filter
 
 
 def agg(function: str, field: str | None = "v", **extra: Any) -> Aggregation:
@@ -356,7 +356,7 @@ def test_select_exclude_wins(aggregates: dict[str, int], include: list[str] | No
 
 
 def test_sums_and_averages_beyond_a_double_are_null_not_an_error() -> None:
-    from clearance_core.aggregate import compute  # noqa: PLC0415
+    from clearance_core.monitor.aggregate import compute  # noqa: PLC0415
 
     aggs = [compile_aggregation({"name": "s", "function": "sum", "field": "v"}),
             compile_aggregation({"name": "a", "function": "avg", "field": "v"})]

@@ -34,8 +34,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
-from clearance_core import answers, spread
-from clearance_core.placed import Placed
+from clearance_core.questions import answers, spread
+from clearance_core.questions.placed import Placed
 from tests.unit.fleets import Fleet, disagreements, fleets, principals
 
 EXAMPLES = int(os.environ.get("CLEARANCE_AGREEMENT_EXAMPLES", "800"))

@@ -12,8 +12,8 @@ import jsonschema  # type: ignore[import-untyped]
 import msgspec
 import pytest
 
+from clearance_api import wire
 from clearance_cli import asyncapi
-from clearance_core import wire
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC: dict[str, Any] = json.loads((ROOT / "proto-schemas" / "asyncapi.json").read_text())

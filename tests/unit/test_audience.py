@@ -13,8 +13,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core import hierarchy
-from clearance_core.audience import (
+from clearance_api.errors import BadRequest
+from clearance_api.wire import Principal, Resource
+from clearance_core.inherit import hierarchy
+from clearance_core.inherit.decide import decide_with_inherited
+from clearance_core.inherit.merge import EffectiveRule
+from clearance_core.kube.principal import identity_of
+from clearance_core.monitor.decide import decide
+from clearance_core.monitor.policy import CompiledPolicy, compile_policy
+from clearance_core.questions.audience import (
     UNNAMED,
     Names,
     Subject,
@@ -23,13 +30,6 @@ from clearance_core.audience import (
     spans_namespaces,
     unnamed,
 )
-from clearance_core.decide import decide
-from clearance_core.errors import BadRequest
-from clearance_core.inherited_decide import decide_with_inherited
-from clearance_core.merge import EffectiveRule
-from clearance_core.policy import CompiledPolicy, compile_policy
-from clearance_core.principal import identity_of
-from clearance_core.wire import Principal, Resource
 from tests.unit.accesspolicies import access_policy, fleet_index, rule
 from tests.unit.policies import policy
 

@@ -10,19 +10,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core import hierarchy
-from clearance_core.authority import Authority, parse_namespaces
-from clearance_core.fold import Affected
-from clearance_core.hierarchy import FLEET, Inventory, Target
-from clearance_core.inherit_index import (
+from clearance_core.folding.fold import Affected
+from clearance_core.folding.model import Model
+from clearance_core.inherit import hierarchy
+from clearance_core.inherit.authority import Authority, parse_namespaces
+from clearance_core.inherit.hierarchy import FLEET, Inventory, Target
+from clearance_core.inherit.index import (
     BindingChanged,
     ClusterChanged,
     ClusterSetChanged,
     InheritanceIndex,
     PolicyApplied,
 )
-from clearance_core.inherit_status import ExcludedAt, status_of
-from clearance_core.model import Model
+from clearance_core.inherit.status import ExcludedAt, status_of
 from tests.unit.accesspolicies import (
     CLUSTERSET_LABEL,
     access_policy,

@@ -7,8 +7,8 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clearance_core.fold import Affected
-from clearance_core.narrowing import Narrow
+from clearance_core.folding.fold import Affected
+from clearance_core.folding.narrowing import Narrow
 from clearance_runtime import keys
 from clearance_runtime.changes import ChangeRecord, Scope, Transaction
 

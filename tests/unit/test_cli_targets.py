@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from clearance_api.wire import EffectiveReply, ExcludedPolicy, Target
 from clearance_cli.inherited import parse_target, policy_ref, render_effective, target_text
-from clearance_core.wire import EffectiveReply, ExcludedPolicy, Target
 
 NAMES = st.text(st.characters(exclude_characters="/", exclude_categories=["Cs"]),
                 min_size=1, max_size=20)

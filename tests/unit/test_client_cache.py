@@ -3,11 +3,10 @@ an answer computed across a change concerning it is never stored, and it stays b
 
 from __future__ import annotations
 
-from clearance_client.cache import DecisionCache, principal_names
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core.wire import (
+from clearance_api.wire import (
     ChangedPrincipals,
     CheckRequest,
     CheckResult,
@@ -15,6 +14,7 @@ from clearance_core.wire import (
     Principal,
     Resource,
 )
+from clearance_client.cache import DecisionCache, principal_names
 
 USERS = ["ann", "bob", "ann@example.com", "system:serviceaccount:shop:bot"]
 GROUPS = ["sre", "dev", "system:serviceaccounts:shop"]

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core import cel_cost, cel_tree, conditions, merge
-from clearance_core.accesspolicy import compile_access_policy
-from clearance_core.errors import InvalidObject
-from clearance_core.hierarchy import FLEET, Target
-from clearance_core.inherit_index import InheritanceIndex, PolicyApplied
-from clearance_core.inherit_status import status_of
-from clearance_core.merge import effective_policy
+from clearance_api.errors import InvalidObject
+from clearance_core.inherit import cel_cost, cel_tree, conditions, merge
+from clearance_core.inherit.accesspolicy import compile_access_policy
+from clearance_core.inherit.hierarchy import FLEET, Target
+from clearance_core.inherit.index import InheritanceIndex, PolicyApplied
+from clearance_core.inherit.merge import effective_policy
+from clearance_core.inherit.status import status_of
 from tests.unit.accesspolicies import ANYONE, access_policy, block, rule
 from tests.unit.test_inherit_properties import CLUSTERS, labels
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from clearance_core.decide import decide
-from clearance_core.policy import compile_policy
-from clearance_core.principal import Identity
-from clearance_core.wire import Resource
+from clearance_api.wire import Resource
+from clearance_core.kube.principal import Identity
+from clearance_core.monitor.decide import decide
+from clearance_core.monitor.policy import compile_policy
 from tests.unit.policies import policy
 
 ALICE = Identity(username="alice", email=None, groups=frozenset())

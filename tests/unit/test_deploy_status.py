@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from clearance_core.registry import REGISTRY, SPECS, STATUS_WRITTEN
+from clearance_core.folding.registry import REGISTRY, SPECS, STATUS_WRITTEN
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,10 +9,10 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core.evaluate import candidates, evaluate_cluster
-from clearance_core.policy import CompiledPolicy, compile_policy, invalid_policy
-from clearance_core.principal import Identity, identity_of
-from clearance_core.wire import Principal
+from clearance_api.wire import Principal
+from clearance_core.kube.principal import Identity, identity_of
+from clearance_core.monitor.evaluate import candidates, evaluate_cluster
+from clearance_core.monitor.policy import CompiledPolicy, compile_policy, invalid_policy
 from tests.unit.policies import policy
 
 NOW = 1_800_000_000.0  # 2027-01-15

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core.errors import InvalidObject
-from clearance_core.filters import (
+from clearance_api.errors import InvalidObject
+from clearance_core.monitor.filters import (
     Dimension,
     Item,
     ResourceFilter,
@@ -26,7 +26,7 @@ from clearance_core.filters import (
     text_of,
     visible,
 )
-from clearance_core.wildcard import NameSet
+from clearance_core.monitor.wildcard import NameSet
 
 
 def flt(kind: str = "pods", visibility: str = "filtered", **filters: Any) -> ResourceFilter:

@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from clearance_core.fold import (
+from clearance_core.folding.fold import (
     cluster_labels,
     fold_cluster,
     fold_group,
@@ -15,8 +15,8 @@ from clearance_core.fold import (
     policy_state,
     without_undeclared_types,
 )
-from clearance_core.metricsource import compile_source
-from clearance_core.policy import compile_policy
+from clearance_core.monitor.metricsource import compile_source
+from clearance_core.monitor.policy import compile_policy
 from tests.unit.policies import policy
 
 

@@ -8,16 +8,16 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from clearance_core.accesspolicy import CompiledAccessPolicy
-from clearance_core.fold import Affected
-from clearance_core.folds import FoldEvent
-from clearance_core.hierarchy import FLEET, Target, cluster, derived_from
-from clearance_core.inherit_index import InheritanceIndex
-from clearance_core.kinds import ref_of
-from clearance_core.merge import EffectivePolicy
-from clearance_core.model import Model
-from clearance_core.registry import REGISTRY
-from clearance_core.wire import StatusCondition
+from clearance_api.wire import StatusCondition
+from clearance_core.folding.fold import Affected
+from clearance_core.folding.folds import FoldEvent
+from clearance_core.folding.kinds import ref_of
+from clearance_core.folding.model import Model
+from clearance_core.folding.registry import REGISTRY
+from clearance_core.inherit.accesspolicy import CompiledAccessPolicy
+from clearance_core.inherit.hierarchy import FLEET, Target, cluster, derived_from
+from clearance_core.inherit.index import InheritanceIndex
+from clearance_core.inherit.merge import EffectivePolicy
 from tests.unit.accesspolicies import ANYONE, CLUSTERSET_LABEL, access_policy, block, rule
 
 

@@ -3,7 +3,7 @@
 A cached check is indexed under its principal's username and the groups it had when the
 check was computed; a Group's membership change invalidates nothing while no policy names
 the group. This property runs the real folds (Groups and MonitorAccessPolicies) with
-:func:`~clearance_core.folds.reach_members` as the compiler applies it, against a model
+:func:`~clearance_core.folding.folds.reach_members` as the compiler applies it, against a model
 of the cache — entries cached between events, dropped by the index sets each change
 names — and requires every entry still cached to hold the answer a fresh evaluation
 gives: which policies name one of the user's groups.
@@ -16,11 +16,11 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from clearance_core.fold import Affected
-from clearance_core.folds import FoldEvent, reach_members
-from clearance_core.kinds import ObjectRef
-from clearance_core.model import Model
-from clearance_core.registry import REGISTRY
+from clearance_core.folding.fold import Affected
+from clearance_core.folding.folds import FoldEvent, reach_members
+from clearance_core.folding.kinds import ObjectRef
+from clearance_core.folding.model import Model
+from clearance_core.folding.registry import REGISTRY
 from tests.unit.policies import policy
 
 USERS = ("u1", "u2", "u3")

@@ -11,15 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core.aggregate import compile_aggregation
-from clearance_core.errors import InvalidObject
-from clearance_core.evaluate import match_cluster
-from clearance_core.filters import Item, compile_filter, visible
-from clearance_core.fold import fold_group, fold_policy
-from clearance_core.metricsource import compile_source, winner
-from clearance_core.policy import compile_policy, invalid_policy
-from clearance_core.rbac import parse_binding, parse_role
-from clearance_core.wildcard import NameSet, to_regex
+from clearance_api.errors import InvalidObject
+from clearance_core.folding.fold import fold_group, fold_policy
+from clearance_core.monitor.aggregate import compile_aggregation
+from clearance_core.monitor.evaluate import match_cluster
+from clearance_core.monitor.filters import Item, compile_filter, visible
+from clearance_core.monitor.metricsource import compile_source, winner
+from clearance_core.monitor.policy import compile_policy, invalid_policy
+from clearance_core.monitor.wildcard import NameSet, to_regex
+from clearance_core.rbac.rules import parse_binding, parse_role
 from tests.unit.policies import policy
 
 _msgpack = msgspec.msgpack.Encoder()

@@ -1,4 +1,4 @@
-"""Who gains or loses access where, in a dry run (``clearance_core.impact``).
+"""Who gains or loses access where, in a dry run (``clearance_core.questions.impact``).
 
 On the example fleet (folded offline, as the compiler folds it): the sample that drops the
 payments filter shows group ``sre`` (and olivia, its member) gaining ``namespaces`` on
@@ -26,16 +26,16 @@ import yaml
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
-from clearance_core import answers, impact
-from clearance_core.accesspolicy import policy_key
-from clearance_core.hierarchy import Target
-from clearance_core.impact_words import describe
-from clearance_core.inherit_index import InheritanceIndex
-from clearance_core.offline import Offline
-from clearance_core.principal import Identity
-from clearance_core.resources import target_namespace
-from clearance_core.simulate import dry_run
-from clearance_core.wire import AccessAnswer, AccessChange, Principal, Resource
+from clearance_api.wire import AccessAnswer, AccessChange, Principal, Resource
+from clearance_core.folding.offline import Offline
+from clearance_core.inherit.accesspolicy import policy_key
+from clearance_core.inherit.hierarchy import Target
+from clearance_core.inherit.index import InheritanceIndex
+from clearance_core.kube.principal import Identity
+from clearance_core.kube.resources import target_namespace
+from clearance_core.questions import answers, impact
+from clearance_core.questions.impact_words import describe
+from clearance_core.questions.simulate import dry_run
 from tests.unit.accesspolicies import ANYONE, compiled
 from tests.unit.fleets import (
     CLUSTERS,

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clearance_core import inboxes
+from clearance_api import inboxes
 
 # Tokens as an attacker writes them: inbox-looking words, wildcards, empty parts, spaces.
 _TOKENS = st.sampled_from(["_INBOX", "client", "author", "clientx", "x", "1", "$KV", "*", ">",

@@ -15,11 +15,11 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core.accesspolicy import CompiledAccessPolicy, compile_access_policy
-from clearance_core.hierarchy import Target
-from clearance_core.inherit_index import InheritanceIndex
-from clearance_core.inherit_status import status_of
-from clearance_core.merge import EffectivePolicy, Fate, effective_policy
+from clearance_core.inherit.accesspolicy import CompiledAccessPolicy, compile_access_policy
+from clearance_core.inherit.hierarchy import Target
+from clearance_core.inherit.index import InheritanceIndex
+from clearance_core.inherit.merge import EffectivePolicy, Fate, effective_policy
+from clearance_core.inherit.status import status_of
 from tests.unit.accesspolicies import ANYONE, access_policy
 from tests.unit.test_inherit_properties import (
     CLUSTERS,

@@ -8,19 +8,19 @@ from typing import Any
 import msgspec
 import pytest
 
-from clearance_core import hierarchy
-from clearance_core.accesspolicy import CompiledAccessPolicy
-from clearance_core.errors import BadRequest
-from clearance_core.hierarchy import FLEET
-from clearance_core.inherit_index import (
+from clearance_api.errors import BadRequest
+from clearance_core.inherit import hierarchy
+from clearance_core.inherit.accesspolicy import CompiledAccessPolicy
+from clearance_core.inherit.hierarchy import FLEET
+from clearance_core.inherit.index import (
     ClusterChanged,
     ClusterSetChanged,
     InheritanceIndex,
     PolicyApplied,
     PolicyRemoved,
 )
-from clearance_core.merge import EffectivePolicy
-from clearance_core.simulate import simulate
+from clearance_core.inherit.merge import EffectivePolicy
+from clearance_core.questions.simulate import simulate
 from tests.unit.accesspolicies import (
     CLUSTERSET_LABEL,
     access_policy,

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from clearance_core import hierarchy
-from clearance_core.hierarchy import FLEET
-from clearance_core.merge import subjects_changed
+from clearance_core.inherit import hierarchy
+from clearance_core.inherit.hierarchy import FLEET
+from clearance_core.inherit.merge import subjects_changed
 from tests.unit.accesspolicies import access_policy, block, fleet_index, rule, sources
 
 APP = hierarchy.namespace("c1", "app")

@@ -8,10 +8,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core.accesspolicy import CompiledAccessPolicy, compile_access_policy
-from clearance_core.authority import Authority
-from clearance_core.hierarchy import Target
-from clearance_core.inherit_index import (
+from clearance_core.inherit.accesspolicy import CompiledAccessPolicy, compile_access_policy
+from clearance_core.inherit.authority import Authority
+from clearance_core.inherit.hierarchy import Target
+from clearance_core.inherit.index import (
     BindingChanged,
     ClusterChanged,
     ClusterSetChanged,
@@ -20,9 +20,9 @@ from clearance_core.inherit_index import (
     PolicyApplied,
     PolicyRemoved,
 )
-from clearance_core.inherit_status import status_of
-from clearance_core.merge import effective_policy
-from clearance_core.simulate import simulate
+from clearance_core.inherit.merge import effective_policy
+from clearance_core.inherit.status import status_of
+from clearance_core.questions.simulate import simulate
 from tests.unit.accesspolicies import ANYONE, CLUSTERSET_LABEL, access_policy, rule
 
 CLUSTERS = ("c1", "c2", "c3")

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from clearance_core.inherit_index import ClusterChanged, PolicyApplied
-from clearance_core.inherit_status import invalid_conditions, status_of
-from clearance_core.wire import StatusCondition
+from clearance_api.wire import StatusCondition
+from clearance_core.inherit.index import ClusterChanged, PolicyApplied
+from clearance_core.inherit.status import invalid_conditions, status_of
 from tests.unit.accesspolicies import access_policy, block, compiled, fleet_index, rule
 
 SRE = rule(groups=["sre"])

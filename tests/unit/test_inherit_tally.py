@@ -7,9 +7,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core.accesspolicy import compile_access_policy
-from clearance_core.inherit_index import Event, InheritanceIndex, PolicyApplied
-from clearance_core.inherit_status import policy_conditions, status_of
+from clearance_core.inherit.accesspolicy import compile_access_policy
+from clearance_core.inherit.index import Event, InheritanceIndex, PolicyApplied
+from clearance_core.inherit.status import policy_conditions, status_of
 from tests.unit.accesspolicies import access_policy, block, fleet_index, rule
 from tests.unit.test_inherit_properties import AUTHORITY, events
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from clearance_core import hierarchy
-from clearance_core.decide import Decision, decide
-from clearance_core.filters import Item
-from clearance_core.inherited_decide import decide_with_inherited, target_for, visible_items
-from clearance_core.merge import EffectiveRule
-from clearance_core.policy import compile_policy
-from clearance_core.principal import Identity
-from clearance_core.wire import Resource
+from clearance_api.wire import Resource
+from clearance_core.inherit import hierarchy
+from clearance_core.inherit.decide import decide_with_inherited, target_for, visible_items
+from clearance_core.inherit.merge import EffectiveRule
+from clearance_core.kube.principal import Identity
+from clearance_core.monitor.decide import Decision, decide
+from clearance_core.monitor.filters import Item
+from clearance_core.monitor.policy import compile_policy
 from tests.unit.accesspolicies import access_policy, fleet_index, rule
 from tests.unit.policies import policy
 

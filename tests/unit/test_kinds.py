@@ -6,9 +6,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clearance_core.errors import InvalidObject
-from clearance_core.kinds import ObjectRef, event_subject, ref_of, status_subject, subject_token
-from clearance_core.registry import REGISTRY, WATCHED
+from clearance_api.errors import InvalidObject
+from clearance_core.folding.kinds import (
+    ObjectRef,
+    event_subject,
+    ref_of,
+    status_subject,
+    subject_token,
+)
+from clearance_core.folding.registry import REGISTRY, WATCHED
 
 
 def test_every_contract_kind_is_known_with_its_api() -> None:

@@ -1,11 +1,11 @@
 """What a review says of a name no RBAC rule uses, and what ``can-i`` warns of
-(``clearance_core.kube_names``, ``RbacIndex.unnamed``)."""
+(``clearance_core.rbac.names``, ``RbacIndex.unnamed``)."""
 
 from __future__ import annotations
 
-from clearance_core import kube_names
-from clearance_core.rbac import NonResourceAttributes, PolicyRule, ResourceAttributes, Role
-from clearance_core.rbac_index import RbacIndex
+from clearance_core.rbac import names as kube_names
+from clearance_core.rbac.index import RbacIndex
+from clearance_core.rbac.rules import NonResourceAttributes, PolicyRule, ResourceAttributes, Role
 
 READER = Role(kind="ClusterRole", name="reader", rules=(
     PolicyRule(verbs=("get", "list"), api_groups=("",), resources=("pods", "pods/log")),

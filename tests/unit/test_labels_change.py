@@ -9,11 +9,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core.evaluate import match_cluster
-from clearance_core.fold import Affected
-from clearance_core.folds.inventory import labels_change
-from clearance_core.model import Model
-from clearance_core.policy import compile_policy
+from clearance_core.folding.fold import Affected
+from clearance_core.folding.folds.inventory import labels_change
+from clearance_core.folding.model import Model
+from clearance_core.monitor.evaluate import match_cluster
+from clearance_core.monitor.policy import compile_policy
 from tests.unit.policies import policy
 
 KEYS = ("env", "tier", "region")

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core.errors import BadRequest
-from clearance_core.wire import (
+from clearance_api.errors import BadRequest
+from clearance_api.wire import (
     BatchRequest,
     CheckRequest,
     FilterRequest,
@@ -20,7 +20,7 @@ from clearance_core.wire import (
     SearchFilterRequest,
     SubjectAccessReview,
 )
-from clearance_core.wire.limits import (
+from clearance_api.wire.limits import (
     MAX_CHECKS,
     MAX_DEPTH,
     MAX_GROUPS,

@@ -15,8 +15,8 @@ from clearance_runtime.settings import Settings
 SCRIPT = r'''
 import logging
 from clearance_runtime import logs
-from clearance_core import patterns
-from clearance_core.errors import InvalidObject
+from clearance_core.monitor import patterns
+from clearance_api.errors import InvalidObject
 logs.configure("INFO", service="probe")
 logging.getLogger("nats.aio.client").warning("lost %s: 'quoted' \"double\"\nsecond line", "x")
 try:

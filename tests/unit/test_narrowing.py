@@ -15,10 +15,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core.evaluate import Outcome, evaluate_cluster, match_cluster
-from clearance_core.narrowing import Narrow, matches, membership_change, policy_change
-from clearance_core.policy import CompiledPolicy, compile_policy
-from clearance_core.principal import Identity
+from clearance_core.folding.narrowing import Narrow, matches, membership_change, policy_change
+from clearance_core.kube.principal import Identity
+from clearance_core.monitor.evaluate import Outcome, evaluate_cluster, match_cluster
+from clearance_core.monitor.policy import CompiledPolicy, compile_policy
 from tests.unit.policies import policy
 
 NOW = 1_800_000_000.0

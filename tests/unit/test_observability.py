@@ -14,10 +14,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 
-from clearance_core import census, inherit_status
-from clearance_core.fold import fold_policy
-from clearance_core.policy import CompiledPolicy
-from clearance_core.wire import StatusCondition
+from clearance_api.wire import StatusCondition
+from clearance_core.folding import census
+from clearance_core.folding.fold import fold_policy
+from clearance_core.inherit import status as inherit_status
+from clearance_core.monitor.policy import CompiledPolicy
 from clearance_runtime import metrics, retries
 from tests import observability
 from tests.unit.policies import policy

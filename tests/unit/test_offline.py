@@ -1,5 +1,5 @@
-"""Manifests folded offline (``clearance_core.offline``) with the compiler's folds, and
-checks decided on them with the decision service's code (``clearance_core.answers``)."""
+"""Manifests folded offline (``clearance_core.folding.offline``) with the compiler's folds, and
+checks decided on them with the decision service's code (``clearance_core.questions.answers``)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core import registry
-from clearance_core.authority import Authority
-from clearance_core.folds import FoldEvent, FoldResult
-from clearance_core.model import Model, Writes
-from clearance_core.offline import Offline
-from clearance_core.wire import Principal, Resource
+from clearance_api.wire import Principal, Resource
+from clearance_core.folding import registry
+from clearance_core.folding.folds import FoldEvent, FoldResult
+from clearance_core.folding.model import Model, Writes
+from clearance_core.folding.offline import Offline
+from clearance_core.inherit.authority import Authority
 from tests.unit.policies import policy
 
 ROOT = Path(__file__).resolve().parents[2]

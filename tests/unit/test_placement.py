@@ -10,15 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core.accesspolicy import AccessRule
-from clearance_core.errors import BadRequest
-from clearance_core.filters import Item, RuleView, compile_filter
-from clearance_core.hierarchy import namespace as namespace_target
-from clearance_core.inherited_decide import matching
-from clearance_core.merge import EffectivePolicy, EffectiveRule
-from clearance_core.placement import NamespaceIndex, spreads
-from clearance_core.principal import Identity
-from clearance_core.spread import excluding, only_in
+from clearance_api.errors import BadRequest
+from clearance_core.inherit.accesspolicy import AccessRule
+from clearance_core.inherit.decide import matching
+from clearance_core.inherit.hierarchy import namespace as namespace_target
+from clearance_core.inherit.merge import EffectivePolicy, EffectiveRule
+from clearance_core.kube.principal import Identity
+from clearance_core.monitor.filters import Item, RuleView, compile_filter
+from clearance_core.questions.placement import NamespaceIndex, spreads
+from clearance_core.questions.spread import excluding, only_in
 
 USERS = ("u1", "u2", "sa")
 GROUPS = ("g1", "g2", "g3")

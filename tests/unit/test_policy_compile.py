@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from clearance_core.errors import InvalidObject
-from clearance_core.policy import compile_policy, invalid_policy
-from clearance_core.wildcard import NameSet
+from clearance_api.errors import InvalidObject
+from clearance_core.monitor.policy import compile_policy, invalid_policy
+from clearance_core.monitor.wildcard import NameSet
 from tests.unit.policies import policy
 
 

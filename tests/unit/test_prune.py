@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core import objects
-from clearance_core.errors import InvalidObject
+from clearance_api.errors import InvalidObject
+from clearance_core.kube import objects
 
 
 def _walk(value: Any, path: str, depth: int, as_text: bool) -> Any:

@@ -17,8 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core.errors import InvalidObject
-from clearance_core.rbac import (
+from clearance_api.errors import InvalidObject
+from clearance_core.rbac.index import RbacIndex
+from clearance_core.rbac.rules import (
     Attributes,
     Binding,
     NonResourceAttributes,
@@ -29,7 +30,6 @@ from clearance_core.rbac import (
     parse_binding,
     parse_role,
 )
-from clearance_core.rbac_index import RbacIndex
 
 V1 = "rbac.authorization.k8s.io/v1"
 

@@ -11,9 +11,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core.fold import Affected
-from clearance_core.rbac import Role, RoleKey, binding_subjects, parse_binding, parse_role
-from clearance_core.rbac_changes import RbacModel
+from clearance_core.folding.fold import Affected
+from clearance_core.folding.rbac_changes import RbacModel
+from clearance_core.rbac.rules import Role, RoleKey, binding_subjects, parse_binding, parse_role
 from tests.unit.test_rbac import cr, crb
 
 NAMES = ("a", "b", "c", "d")

@@ -9,7 +9,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core.rbac import (
+from clearance_core.rbac.index import RbacIndex
+from clearance_core.rbac.rules import (
     Binding,
     Role,
     RoleKey,
@@ -17,7 +18,6 @@ from clearance_core.rbac import (
     parse_binding,
     parse_role,
 )
-from clearance_core.rbac_index import RbacIndex
 from tests.unit.test_rbac import (
     LABELS,
     NAMESPACES,

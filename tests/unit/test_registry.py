@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from clearance_core.registry import REGISTRY, SPECS, WATCHED
+from clearance_core.folding.registry import REGISTRY, SPECS, WATCHED
 
 ROOT = Path(__file__).resolve().parents[2]
 

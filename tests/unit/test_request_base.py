@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from clearance_core.wire import StatusRequest
+from clearance_api.wire import StatusRequest
 
 
 @pytest.mark.parametrize("body", [

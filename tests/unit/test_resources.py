@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clearance_core.errors import BadRequest
-from clearance_core.resources import decision_digest, home_namespace, place_of
-from clearance_core.wire import Resource
+from clearance_api.errors import BadRequest
+from clearance_api.wire import Resource
+from clearance_core.kube.resources import decision_digest, home_namespace, place_of
 
 
 def digest(**fields: object) -> str:

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from clearance_core import hierarchy
-from clearance_core.accesspolicy import compile_access_policy
-from clearance_core.inherit_index import InheritanceIndex
-from clearance_core.inherit_status import status_of
+from clearance_core.inherit import hierarchy
+from clearance_core.inherit.accesspolicy import compile_access_policy
+from clearance_core.inherit.index import InheritanceIndex
+from clearance_core.inherit.status import status_of
 from tests.unit.accesspolicies import sources
 from tests.unit.test_inherit_merge import HI, LO, RFC_EXAMPLES
 

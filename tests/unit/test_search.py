@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core.rbac import Binding, PolicyRule, Role, RoleRef, Subject
-from clearance_core.rbac_index import RbacIndex
-from clearance_core.search import (
+from clearance_core.rbac.index import RbacIndex
+from clearance_core.rbac.rules import Binding, PolicyRule, Role, RoleRef, Subject
+from clearance_core.rbac.search import (
     Plan,
     SearchItem,
     hub_cluster,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from clearance_core import status
-from clearance_core.fold import fold_policy
+from clearance_core.folding import status
+from clearance_core.folding.fold import fold_policy
 from tests.unit.policies import policy
 
 

@@ -7,8 +7,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clearance_core import status_patch
-from clearance_core.wire import PolicyStatus, StatusCondition
+from clearance_api.wire import PolicyStatus, StatusCondition
+from clearance_core.kube import status_patch
 
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"
 

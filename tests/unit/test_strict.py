@@ -1,4 +1,4 @@
-"""Strict field checking (``clearance_core.strict``): an unknown or misspelled field makes
+"""Strict field checking (``clearance_core.kube.strict``): an unknown or misspelled field makes
 an object invalid with its JSON path and a suggestion, for every kind Clearance reads —
 but only in the parts Clearance defines or reads, and never for what Kubernetes itself
 accepts. The shapes follow the CRDs in deploy/crds exactly."""
@@ -15,16 +15,16 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from clearance_api.errors import InvalidObject, UnknownFields
 from clearance_cli import shapes
-from clearance_core import crd_shapes, strict
-from clearance_core.accesspolicy import compile_access_policy
-from clearance_core.errors import InvalidObject, UnknownFields
-from clearance_core.fold import group_users
-from clearance_core.folds.bindings import cluster_set_of
-from clearance_core.kinds import kind_of
-from clearance_core.metricsource import compile_source
-from clearance_core.policy import compile_policy
-from clearance_core.rbac import parse_binding, parse_role
+from clearance_core.folding.fold import group_users
+from clearance_core.folding.folds.bindings import cluster_set_of
+from clearance_core.folding.kinds import kind_of
+from clearance_core.inherit.accesspolicy import compile_access_policy
+from clearance_core.kube import crd_shapes, strict
+from clearance_core.monitor.metricsource import compile_source
+from clearance_core.monitor.policy import compile_policy
+from clearance_core.rbac.rules import parse_binding, parse_role
 from tests.unit.accesspolicies import access_policy, block, rule
 from tests.unit.policies import policy
 
@@ -123,7 +123,7 @@ def problems(obj: dict[str, Any]) -> list[str]:
 
 def test_the_generated_module_is_the_crds_structure() -> None:
     """``clearance schemas`` wrote crd_shapes.py from deploy/crds; it has not drifted."""
-    assert (ROOT / "libs/clearance_core/crd_shapes.py").read_text() == shapes.render(CRDS), \
+    assert (ROOT / "libs/clearance_core/kube/crd_shapes.py").read_text() == shapes.render(CRDS), \
         "run `clearance schemas`"
     assert shapes.structures(CRDS) == crd_shapes.SCHEMAS
     assert set(crd_shapes.SCHEMAS) == {"monitoraccesspolicy", "accesspolicy", "metricsource"}

@@ -1,4 +1,4 @@
-"""The warning rules (``clearance_core.unknown_names``): which names are unknown, what
+"""The warning rules (``clearance_core.questions.unknown_names``): which names are unknown, what
 the warning says and suggests, and — over random fleets with both policy kinds — that a
 principal warned of as unnamed is answered exactly as anyone unnamed ("others")."""
 
@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core import answers, unknown_names
-from clearance_core.audience import UNNAMED
-from clearance_core.evaluate import candidates
-from clearance_core.principal import Identity
-from clearance_core.wire import Resource
+from clearance_api.wire import Resource
+from clearance_core.kube.principal import Identity
+from clearance_core.monitor.evaluate import candidates
+from clearance_core.questions import answers, unknown_names
+from clearance_core.questions.audience import UNNAMED
 from clearance_runtime.snapshot import Snapshot
 from tests.unit.fleets import CLUSTERS, GROUPS, NOW, UNKNOWN, USERS, Fleet, fleets
 

@@ -13,9 +13,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance_core import rejections
-from clearance_core.errors import InvalidObject
-from clearance_core.kinds import (
+from clearance_api.errors import InvalidObject
+from clearance_core.folding import rejections
+from clearance_core.folding.kinds import (
     MAX_NAME,
     MAX_NAMESPACE,
     ObjectRef,

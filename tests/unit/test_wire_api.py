@@ -1,10 +1,10 @@
-"""clearance_core.wire is the public contract in code: its exported names are deliberate."""
+"""clearance_api.wire is the public contract in code: its exported names are deliberate."""
 
 from __future__ import annotations
 
 import msgspec
 
-import clearance_core.wire as wire
+import clearance_api.wire as wire
 
 
 def test_every_exported_name_exists_and_nothing_public_is_unlisted() -> None:

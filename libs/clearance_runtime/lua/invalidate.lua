@@ -19,7 +19,7 @@
 --        read before the store was wiped for a rebuild must not announce a revision the
 --        rebuilt state has not reached.
 --   "n" (narrowed): of the entries in its sets (users', groups'), those the narrowing
---        drops (clearance_core.narrowing.Narrow.drops over each entry's header) and every
+--        drops (clearance_core.folding.narrowing.Narrow.drops over each entry's header) and every
 --        cached explanation go; arg 1: msgpack [clusters | nil, after | nil]. Moves no
 --        revision: the "i" call after it does.
 -- Returns  each call's count of entries deleted; or an error, with the calls before the

@@ -21,7 +21,7 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client
 from prometheus_client import Histogram
 
-from clearance_core.wire import SUBJECT_DECISIONS_CHANGED, ChangedPrincipals, DecisionsChanged
+from clearance_api.wire import SUBJECT_DECISIONS_CHANGED, ChangedPrincipals, DecisionsChanged
 from clearance_runtime import health, invalidation, keys, logs, metrics, retries, scripts
 from clearance_runtime.changes import ChangeRecord
 from clearance_runtime.invalidation import Call, Invalidation

@@ -13,7 +13,8 @@ from typing import Any
 
 import msgspec
 
-from clearance_core import registry, wire
+from clearance_api import wire
+from clearance_core.folding import registry
 
 VERSION = "3.0.0"
 #: Request subjects share this prefix; the rest of the subject names its channel.
@@ -101,7 +102,7 @@ def render(summaries: dict[str, str], components: dict[str, Any]) -> dict[str, A
         "asyncapi": VERSION,
         "info": {"title": "Clearance", "version": "v1",
                  "description": "Access decisions over NATS. Generated from the msgspec "
-                                "Structs in libs/clearance_core/wire/; do not edit."},
+                                "Structs in libs/clearance_api/wire/; do not edit."},
         "defaultContentType": "application/json",
         "servers": {
             "embedded": {"host": "127.0.0.1:4222", "protocol": "nats",

@@ -19,10 +19,10 @@ import nats
 import nats.errors
 from nats.aio.client import Client
 
+from clearance_api import inboxes
+from clearance_api.wire import REQUESTS, SUBJECT_STATUS
 from clearance_cli import output, statelock
 from clearance_cli.flags import NO, OK, UNAVAILABLE, USAGE, CliError
-from clearance_core import inboxes
-from clearance_core.wire import REQUESTS, SUBJECT_STATUS
 
 #: Error codes that mean "what you asked cannot be answered as asked" (exit 2); the
 #: others (stale, unavailable, internal) are the system's trouble (exit 3).

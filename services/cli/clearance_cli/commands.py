@@ -59,9 +59,9 @@ def _schemas(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--crds", type=Path, default=Path("deploy/crds"),
                         help="the CRDs the strict field check follows (default deploy/crds/)")
     parser.add_argument("--shapes", type=Path,
-                        default=Path("libs/clearance_core/crd_shapes.py"),
+                        default=Path("libs/clearance_core/kube/crd_shapes.py"),
                         help="the module generated from them (default "
-                             "libs/clearance_core/crd_shapes.py)")
+                             "libs/clearance_core/kube/crd_shapes.py)")
 
 
 def _check(parser: argparse.ArgumentParser) -> None:

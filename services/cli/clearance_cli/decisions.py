@@ -8,11 +8,7 @@ from typing import Any
 
 import msgspec
 
-from clearance_cli import client, inputs
-from clearance_cli.flags import NO, OK, CliError
-from clearance_cli.output import cell_text, table
-from clearance_core.resources import singular
-from clearance_core.wire import (
+from clearance_api.wire import (
     SUBJECT_BATCH,
     SUBJECT_CACHE_CLEAR,
     SUBJECT_CHECK,
@@ -32,6 +28,10 @@ from clearance_core.wire import (
     StatusRequest,
     WhoCanSeeRequest,
 )
+from clearance_cli import client, inputs
+from clearance_cli.flags import NO, OK, CliError
+from clearance_cli.output import cell_text, table
+from clearance_core.kube.resources import singular
 
 
 def principal_of(args: argparse.Namespace) -> Principal:

@@ -23,10 +23,10 @@ from pathlib import Path
 import msgspec
 import uvloop
 
+from clearance_api import inboxes
 from clearance_cli import services, statelock
 from clearance_cli.flags import CliError
 from clearance_console.app import url as console_url
-from clearance_core import inboxes
 from clearance_gateway import tls
 from clearance_gateway.app import base_url
 from clearance_runtime import heap, servers

@@ -18,10 +18,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from clearance_cli import client, inputs
-from clearance_cli.flags import CliError
-from clearance_cli.output import table
-from clearance_core.wire import (
+from clearance_api.wire import (
     SUBJECT_EFFECTIVE,
     SUBJECT_EFFECTIVE_REACH,
     SUBJECT_EFFECTIVE_SIMULATE,
@@ -35,6 +32,9 @@ from clearance_core.wire import (
     StatusCondition,
     Target,
 )
+from clearance_cli import client, inputs
+from clearance_cli.flags import CliError
+from clearance_cli.output import table
 
 _KINDS = {"fleet": "Fleet", "clusterset": "ClusterSet", "cluster": "Cluster",
           "namespace": "Namespace"}

@@ -8,11 +8,7 @@ from typing import Any
 
 import msgspec
 
-from clearance_cli import client, inputs
-from clearance_cli.decisions import principal_of
-from clearance_cli.flags import CliError
-from clearance_cli.output import table
-from clearance_core.wire import (
+from clearance_api.wire import (
     SUBJECT_CUSTOM_TYPES,
     SUBJECT_FILTER,
     SUBJECT_METRICS,
@@ -20,6 +16,10 @@ from clearance_core.wire import (
     FilterRequest,
     MetricsRequest,
 )
+from clearance_cli import client, inputs
+from clearance_cli.decisions import principal_of
+from clearance_cli.flags import CliError
+from clearance_cli.output import table
 
 
 def _convert(args: argparse.Namespace, raw: dict[str, Any], kind: type[msgspec.Struct],

@@ -10,10 +10,10 @@ from typing import Any, Literal
 
 import msgspec
 
+from clearance_api.errors import InvalidObject
 from clearance_cli.flags import USAGE, CliError
-from clearance_core.errors import InvalidObject
-from clearance_core.kinds import ObjectRef, ref_of
-from clearance_core.offline import as_published
+from clearance_core.folding.kinds import ObjectRef, ref_of
+from clearance_core.folding.offline import as_published
 from clearance_runtime import manifest_files
 
 Severity = Literal["error", "warning"]

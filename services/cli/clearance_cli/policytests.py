@@ -17,7 +17,7 @@ test file) and the checks that must hold::
         now: "2027-01-01T00:00:00Z"            # optional (also for the whole file)
 
 The manifests are folded as the compiler folds them and each check decided as the decision
-service decides it (:class:`clearance_core.offline.Offline`); a failure is reported with
+service decides it (:class:`clearance_core.folding.offline.Offline`); a failure is reported with
 the decision's deciding policy and reason. Unknown fields in a test file are errors (with a
 suggestion), as in manifests. Exit status: 0 every test passed, 1 one failed, 2 a test
 file could not be read.
@@ -33,15 +33,15 @@ from typing import Any
 
 import msgspec
 
+from clearance_api.errors import InvalidObject, RequestError
+from clearance_api.wire import Action, DecisionKind, Principal, Resource
 from clearance_cli import inputs, output
 from clearance_cli.flags import NO, OK, CliError
 from clearance_cli.manifests import load
 from clearance_cli.validate import counted, max_bytes, offline_for
-from clearance_core import objects, strict
-from clearance_core.decide import Decision
-from clearance_core.errors import InvalidObject, RequestError
-from clearance_core.offline import Offline
-from clearance_core.wire import Action, DecisionKind, Principal, Resource
+from clearance_core.folding.offline import Offline
+from clearance_core.kube import objects, strict
+from clearance_core.monitor.decide import Decision
 
 
 class Case(msgspec.Struct, kw_only=True):

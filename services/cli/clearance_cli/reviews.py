@@ -9,12 +9,7 @@ from typing import Any
 
 import msgspec
 
-from clearance_cli import client, inputs
-from clearance_cli.decisions import principal_of
-from clearance_cli.flags import CliError
-from clearance_cli.output import table
-from clearance_core import kube_names
-from clearance_core.wire import (
+from clearance_api.wire import (
     SUBJECT_REVIEW_RESOURCE,
     SUBJECT_REVIEW_RULES,
     SUBJECT_REVIEW_SUBJECT,
@@ -31,6 +26,11 @@ from clearance_core.wire import (
     SubjectAccessReview,
     SubjectAccessReviewSpec,
 )
+from clearance_cli import client, inputs
+from clearance_cli.decisions import principal_of
+from clearance_cli.flags import CliError
+from clearance_cli.output import table
+from clearance_core.rbac import names as kube_names
 
 
 def resource_parts(text: str) -> tuple[str, str, str]:
@@ -84,7 +84,7 @@ def can_i(args: argparse.Namespace) -> int:
 def review_warnings(args: argparse.Namespace, reason: str) -> list[str]:
     """kubectl's warnings for ``can-i``: a verb not among Kubernetes' verbs; a resource
     that is no built-in Kubernetes resource and that the review's reason says no rule
-    names (``clearance_core.kube_names``)."""
+    names (``clearance_core.rbac.names``)."""
     non_resource = args.resource.startswith("/")
     found = [kube_names.unknown_verb(args.verb, non_resource=non_resource)]
     if not non_resource:

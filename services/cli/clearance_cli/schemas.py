@@ -1,5 +1,5 @@
 """proto-schemas/: JSON Schema for every wire message and an AsyncAPI 3.0.0 document
-(``asyncapi.py``), generated from the msgspec Structs in :mod:`clearance_core.wire`
+(``asyncapi.py``), generated from the msgspec Structs in :mod:`clearance_api.wire`
 (``--check`` fails on drift)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 
 import msgspec
 
+from clearance_api import wire
 from clearance_cli import asyncapi
-from clearance_core import wire
 
 #: What each request/reply subject of ``wire.REQUESTS`` is for (a subject missing here
 #: fails at import: every subject served is documented).

@@ -119,7 +119,7 @@ async def _run_once(name: str, settings: Settings) -> None:
         runner = functools.partial(watcher_lease.hold, Watcher(nc, settings, redis).run)
     elif name == "compiler":
         from clearance_compiler.app import Compiler  # noqa: PLC0415 - see above
-        from clearance_core.authority import Authority  # noqa: PLC0415 - see above
+        from clearance_core.inherit.authority import Authority  # noqa: PLC0415 - see above
 
         # Exactly one active compiler (folding is order-sensitive); replicas are standbys.
         compiler_lease = Lease(nc.jetstream(), "compiler", service=name)

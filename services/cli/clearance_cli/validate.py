@@ -2,7 +2,7 @@
 offline, before they are applied (no server is asked anything).
 
 The files are read as the watcher reads them, and the objects folded into compiled state
-by the compiler's own folds (:class:`clearance_core.offline.Offline`); what each object came
+by the compiler's own folds (:class:`clearance_core.folding.offline.Offline`); what each object came
 to is read back from the statuses those folds produce. So every object is checked as the
 system would check it, and against the others: a field filter on a field its type's
 MetricSource does not declare filterable, a custom type no MetricSource declares, an
@@ -21,13 +21,13 @@ import time
 
 import msgspec
 
+from clearance_api.wire import StatusCondition
 from clearance_cli import output
 from clearance_cli.flags import NO, OK, USAGE, CliError
 from clearance_cli.manifests import Finding, Loaded, Located, Severity, load
-from clearance_core import strict
-from clearance_core.authority import Authority, parse_namespaces
-from clearance_core.offline import Offline
-from clearance_core.wire import StatusCondition
+from clearance_core.folding.offline import Offline
+from clearance_core.inherit.authority import Authority, parse_namespaces
+from clearance_core.kube import strict
 
 #: AccessPolicy ``Accepted`` reasons that are warnings: the manifests given may not hold
 #: the whole fleet, so a target may exist elsewhere.

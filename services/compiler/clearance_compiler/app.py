@@ -26,9 +26,9 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
+from clearance_api.wire import EVENTS_STREAM, EVENTS_SUBJECTS
 from clearance_compiler.folder import Folder
-from clearance_core.authority import Authority
-from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS
+from clearance_core.inherit.authority import Authority
 from clearance_runtime import bus, health, logs, metrics, retries
 from clearance_runtime.pull import Pulled, Puller, open_puller
 from clearance_runtime.state import StateStore

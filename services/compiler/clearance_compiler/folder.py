@@ -1,6 +1,6 @@
 """Fold stream messages into Redis: decode, dispatch by kind, batch, commit, report.
 
-The kind's fold (``clearance_core.registry``) does the work, pure, on the in-memory
+The kind's fold (``clearance_core.folding.registry``) does the work, pure, on the in-memory
 model of the compiled state; this room only moves bytes: it decodes each event, folds it
 into the current batch (``clearance_runtime.commits``), commits the batch in one fenced
 script call, and then publishes the statuses its folds produced. The message's stream
@@ -17,7 +17,7 @@ and a batch the store refuses as a whole is folded again one event per commit, s
 failure lands on the object that caused it.
 
 A tombstone — the watcher's stand-in for an object it could not publish
-(``clearance_core.rejections``) — withdraws the object's version in force, and the
+(``clearance_core.folding.rejections``) — withdraws the object's version in force, and the
 object is invalid with the watcher's reason.
 
 The folds of the kinds that move the inheritance index (``INHERITED``) run on a worker
@@ -38,10 +38,11 @@ from dataclasses import dataclass
 import msgspec
 from nats.aio.client import Client
 
-from clearance_core import rejections, status
-from clearance_core.census import Census, census
-from clearance_core.errors import InvalidObject
-from clearance_core.folds import (
+from clearance_api.errors import InvalidObject
+from clearance_api.wire import Event, PolicyStatus
+from clearance_core.folding import rejections, status
+from clearance_core.folding.census import Census, census
+from clearance_core.folding.folds import (
     Fold,
     FoldEvent,
     FoldResult,
@@ -49,10 +50,9 @@ from clearance_core.folds import (
     policies,
     reach_members,
 )
-from clearance_core.kinds import ObjectRef, ref_of, status_subject
-from clearance_core.model import Model, Writes
-from clearance_core.registry import REGISTRY
-from clearance_core.wire import Event, PolicyStatus
+from clearance_core.folding.kinds import ObjectRef, ref_of, status_subject
+from clearance_core.folding.model import Model, Writes
+from clearance_core.folding.registry import REGISTRY
 from clearance_runtime import logs, metrics
 from clearance_runtime.commits import Batch
 from clearance_runtime.outages import is_transient
@@ -379,7 +379,7 @@ def _off_loop(event: FoldEvent, model: Model) -> bool:
 
 def _fold_one(kind_fold: Fold, model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
     """The kind's fold, or the withdrawal of an object the watcher rejected (a tombstone:
-    ``clearance_core.rejections``), which is then invalid with the watcher's reason."""
+    ``clearance_core.folding.rejections``), which is then invalid with the watcher's reason."""
     reason = rejections.reason_of(event.obj) if event.type != "DELETED" else None
     if reason is None:
         return kind_fold(model, tx, event)

@@ -14,9 +14,7 @@ import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from clearance_console.live import Live
-from clearance_console.policies import KINDS, from_subject
-from clearance_core.wire import (
+from clearance_api.wire import (
     SUBJECT_CHECK,
     SUBJECT_DECISIONS_CHANGED,
     SUBJECT_EFFECTIVE,
@@ -24,6 +22,8 @@ from clearance_core.wire import (
     SUBJECT_POLICY_STATUS,
     SUBJECT_STATUS,
 )
+from clearance_console.live import Live
+from clearance_console.policies import KINDS, from_subject
 from clearance_runtime import health, logs
 
 log = logs.get(__name__)

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 
 from aiohttp import web
 
-from clearance_core.errors import Refused
+from clearance_api.errors import Refused
 from clearance_runtime.httpserve import Handler, Middleware
 
 COOKIE = "clearance_console"

@@ -20,9 +20,7 @@ from typing import Any
 
 import yaml
 
-from clearance_console.bus import Bus
-from clearance_core.filters import BUILTIN_TYPES
-from clearance_core.wire import (
+from clearance_api.wire import (
     SUBJECT_BATCH,
     SUBJECT_CHECK,
     SUBJECT_CUSTOM_TYPES,
@@ -32,7 +30,9 @@ from clearance_core.wire import (
     SUBJECT_PERMISSIONS,
     SUBJECT_WHO_CAN_SEE,
 )
-from clearance_core.wire.limits import MAX_CHECKS
+from clearance_api.wire.limits import MAX_CHECKS
+from clearance_console.bus import Bus
+from clearance_core.monitor.filters import BUILTIN_TYPES
 from clearance_runtime import safeyaml
 
 #: Aliases and expanded nodes a pasted policy may have: a policy uses none or a few, and

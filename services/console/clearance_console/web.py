@@ -24,10 +24,10 @@ from typing import Any
 
 from aiohttp import web
 
+from clearance_api.errors import Refused
 from clearance_console import playground
 from clearance_console.bus import POLL_SECONDS, Bus
 from clearance_console.guard import Guard
-from clearance_core.errors import Refused
 from clearance_runtime import httpserve
 
 STATIC = Path(str(resources.files("clearance_console") / "static"))

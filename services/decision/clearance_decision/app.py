@@ -2,7 +2,7 @@
 
 Runs any number of replicas: every subject is served in the queue group
 ``clearance-decision``, and all state lives in Redis. The routes come from
-``clearance_core.wire.REQUESTS`` (:mod:`.routes`); this module only says which handler
+``clearance_api.wire.REQUESTS`` (:mod:`.routes`); this module only says which handler
 answers which subject. ``clearance.v1.check`` is served in batches (:mod:`.checks`).
 """
 
@@ -14,7 +14,7 @@ import redis.asyncio as aioredis
 import redis.exceptions
 from nats.aio.client import Client
 
-from clearance_core.wire import (
+from clearance_api.wire import (
     SUBJECT_BATCH,
     SUBJECT_CACHE_CLEAR,
     SUBJECT_CHECK,

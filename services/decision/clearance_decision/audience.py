@@ -1,5 +1,5 @@
 """``clearance.v1.who-can-see``: every subject named anywhere that matters, allowed and
-denied, and what everyone else gets (:mod:`clearance_core.audience` says who is listed
+denied, and what everyone else gets (:mod:`clearance_core.questions.audience` says who is listed
 and as which principal each is asked).
 
 Complete by construction and exact: the subjects come from the indexes of one state (the
@@ -23,18 +23,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from clearance_core.audience import (
-    UNNAMED,
-    Names,
-    principal_of,
-    question,
-    spans_namespaces,
-    unnamed,
-)
-from clearance_core.errors import BadRequest, NotFound
-from clearance_core.principal import Identity
-from clearance_core.resources import place_of
-from clearance_core.wire import (
+from clearance_api.errors import BadRequest, NotFound
+from clearance_api.wire import (
     BatchItem,
     CheckResult,
     DecisionKind,
@@ -44,7 +34,17 @@ from clearance_core.wire import (
     WhoCanSeeReply,
     WhoCanSeeRequest,
 )
-from clearance_core.wire.limits import MAX_AUDIENCE
+from clearance_api.wire.limits import MAX_AUDIENCE
+from clearance_core.kube.principal import Identity
+from clearance_core.kube.resources import place_of
+from clearance_core.questions.audience import (
+    UNNAMED,
+    Names,
+    principal_of,
+    question,
+    spans_namespaces,
+    unnamed,
+)
 from clearance_decision.decider import Decider
 from clearance_runtime.reads import Reads, Snapshot, StateView
 

@@ -14,9 +14,8 @@ from collections import Counter
 
 import msgspec
 
-from clearance_core.errors import BadRequest
-from clearance_core.resources import place_of
-from clearance_core.wire import (
+from clearance_api.errors import BadRequest
+from clearance_api.wire import (
     SUBJECT_CHECK,
     BatchItem,
     BatchReply,
@@ -24,6 +23,7 @@ from clearance_core.wire import (
     CheckRequest,
     CheckResult,
 )
+from clearance_core.kube.resources import place_of
 from clearance_decision.decider import Decider
 from clearance_decision.routes import Route
 from clearance_runtime import logs

@@ -15,18 +15,18 @@ from collections.abc import Sequence
 
 import msgspec
 
-from clearance_core import answers, placement, unknown_names
-from clearance_core.decide import Decision
-from clearance_core.errors import BadRequest
-from clearance_core.inherited_decide import namespace_of
-from clearance_core.principal import Identity
-from clearance_core.resources import (
+from clearance_api.errors import BadRequest
+from clearance_api.wire import BatchItem, CheckResult, Principal, Resource
+from clearance_core.inherit.decide import namespace_of
+from clearance_core.kube.principal import Identity
+from clearance_core.kube.resources import (
     check_principal,
     decision_digest,
     place_of,
     principal_digest,
 )
-from clearance_core.wire import BatchItem, CheckResult, Principal, Resource
+from clearance_core.monitor.decide import Decision
+from clearance_core.questions import answers, placement, unknown_names
 from clearance_decision.entries import pack, pack_trace, unpack, unpack_trace
 from clearance_decision.views import principal_snapshot
 from clearance_runtime import metrics

@@ -21,7 +21,7 @@ import zlib
 
 import msgspec
 
-from clearance_core.wire import CheckResult, TraceStep
+from clearance_api.wire import CheckResult, TraceStep
 from clearance_runtime.invalidation import entry_blob, entry_body
 
 

@@ -4,10 +4,10 @@
 All three answer from what the compiler stored: ``effective`` reads the effective policies
 it keeps current event by event; ``reach`` and ``simulate`` use an index of the stored
 policies and inventory (rebuilt only when they change), and ``simulate`` runs the
-compiler's own index event on a copy of it (:func:`clearance_core.simulate.dry_run`), so a
+compiler's own index event on a copy of it (:func:`clearance_core.questions.simulate.dry_run`), so a
 dry run says exactly what applying the policy would do.
 
-``simulate`` also says who gains or loses access where (:mod:`clearance_core.impact`):
+``simulate`` also says who gains or loses access where (:mod:`clearance_core.questions.impact`):
 each subject is decided by ``check``'s own code before and after, its MonitorAccessPolicy
 side read from the same state ``who-can-see`` reads (``Reads.state_view``: the mirror's
 policy indexes and Groups). Bounded like ``who-can-see``: one access diff at a time, at
@@ -23,14 +23,8 @@ from collections.abc import Callable
 
 import msgspec
 
-from clearance_core.audience import Subject
-from clearance_core.errors import BadRequest, NotFound
-from clearance_core.impact import Impact, Monitors
-from clearance_core.inherit_index import InheritanceIndex
-from clearance_core.merge import EffectivePolicy
-from clearance_core.principal import Identity
-from clearance_core.simulate import dry_run
-from clearance_core.wire import (
+from clearance_api.errors import BadRequest, NotFound
+from clearance_api.wire import (
     AccessTruncated,
     EffectiveReply,
     EffectiveRequest,
@@ -41,6 +35,12 @@ from clearance_core.wire import (
     SimulateRequest,
     Target,
 )
+from clearance_core.inherit.index import InheritanceIndex
+from clearance_core.inherit.merge import EffectivePolicy
+from clearance_core.kube.principal import Identity
+from clearance_core.questions.audience import Subject
+from clearance_core.questions.impact import Impact, Monitors
+from clearance_core.questions.simulate import dry_run
 from clearance_runtime.reads import Reads
 
 ACCESS_POLICY = "accesspolicy"

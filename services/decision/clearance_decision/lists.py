@@ -1,7 +1,7 @@
 """``clearance.v1.filter``, ``clearance.v1.metrics`` and ``clearance.v1.custom-types``.
 
 Each reads one snapshot, with the Namespace targets that answer the principal otherwise
-than the cluster's, and answers from it with :mod:`clearance_core.answers`: every item
+than the cluster's, and answers from it with :mod:`clearance_core.questions.answers`: every item
 judged by the target it lives in, as ``check`` judges it. Nothing here is cached: the
 answers depend on the lists the caller sends.
 """
@@ -13,12 +13,8 @@ from typing import cast
 
 import msgspec
 
-from clearance_core import answers, unknown_names
-from clearance_core.errors import BadRequest
-from clearance_core.listing import aggregations
-from clearance_core.placed import as_items
-from clearance_core.resources import home_namespace, plural
-from clearance_core.wire import (
+from clearance_api.errors import BadRequest
+from clearance_api.wire import (
     CustomTypesReply,
     CustomTypesRequest,
     FilterReply,
@@ -27,6 +23,10 @@ from clearance_core.wire import (
     MetricsReply,
     MetricsRequest,
 )
+from clearance_core.kube.resources import home_namespace, plural
+from clearance_core.questions import answers, unknown_names
+from clearance_core.questions.listing import aggregations
+from clearance_core.questions.placed import as_items
 from clearance_decision.decider import DEFAULT_BUDGET, within_budget
 from clearance_decision.views import principal_snapshot
 from clearance_runtime.reads import Reads

@@ -7,10 +7,8 @@ import time
 
 import msgspec
 
-from clearance_core.errors import BadRequest, NotFound
-from clearance_core.resources import principal_digest
-from clearance_core.status import policy_status
-from clearance_core.wire import (
+from clearance_api.errors import BadRequest, NotFound
+from clearance_api.wire import (
     CacheClearReply,
     CacheClearRequest,
     CacheStatus,
@@ -20,6 +18,8 @@ from clearance_core.wire import (
     StatusReply,
     StatusRequest,
 )
+from clearance_core.folding.status import policy_status
+from clearance_core.kube.resources import principal_digest
 from clearance_runtime.cache import DecisionCache
 from clearance_runtime.reads import Reads
 

@@ -13,12 +13,8 @@ the service-account groups.
 
 from __future__ import annotations
 
-from clearance_core import search
-from clearance_core.errors import BadRequest
-from clearance_core.rbac import Attributes, NonResourceAttributes, ResourceAttributes
-from clearance_core.rbac_index import RbacIndex
-from clearance_core.resources import check_principal
-from clearance_core.wire import (
+from clearance_api.errors import BadRequest
+from clearance_api.wire import (
     Principal,
     PrincipalRequest,
     ResourceReviewReply,
@@ -33,6 +29,10 @@ from clearance_core.wire import (
     SubjectAccessReviewReply,
     SubjectAccessReviewStatus,
 )
+from clearance_core.kube.resources import check_principal
+from clearance_core.rbac import search
+from clearance_core.rbac.index import RbacIndex
+from clearance_core.rbac.rules import Attributes, NonResourceAttributes, ResourceAttributes
 from clearance_runtime.reads import Reads
 
 

@@ -1,4 +1,4 @@
-"""The route table, generated from ``clearance_core.wire.REQUESTS``, and its one adapter.
+"""The route table, generated from ``clearance_api.wire.REQUESTS``, and its one adapter.
 
 Every subject is answered by the same :class:`Route`: decode the body once into the
 subject's request Struct (``bad_request`` naming the problem), run the checks that need
@@ -21,8 +21,8 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from clearance_core.errors import BadRequest
-from clearance_core.wire import REQUESTS, PrincipalBase
+from clearance_api.errors import BadRequest
+from clearance_api.wire import REQUESTS, PrincipalBase
 from clearance_runtime.reads import STORE_OUTAGES, Reads, unavailable
 from clearance_runtime.responder import decode_request
 from clearance_runtime.tokens import TokenReviews

@@ -13,11 +13,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from clearance_core import answers, unknown_names
-from clearance_core.evaluate import candidates, matched_by, skip_reason
-from clearance_core.principal import Identity
-from clearance_core.resources import check_principal
-from clearance_core.wire import (
+from clearance_api.wire import (
     ClusterPermissions,
     PermissionsReply,
     PoliciesReply,
@@ -25,6 +21,10 @@ from clearance_core.wire import (
     Principal,
     PrincipalRequest,
 )
+from clearance_core.kube.principal import Identity
+from clearance_core.kube.resources import check_principal
+from clearance_core.monitor.evaluate import candidates, matched_by, skip_reason
+from clearance_core.questions import answers, unknown_names
 from clearance_runtime.reads import Reads, Snapshot
 
 

@@ -40,10 +40,10 @@ from typing import Any, Literal
 import msgspec
 from aiohttp import web
 
-from clearance_core.errors import BadRequest, Internal, RequestError
-from clearance_core.resources import cluster_of
-from clearance_core.wire import SUBJECT_BATCH, FieldValue, Resource
-from clearance_core.wire.limits import MAX_CHECKS, MAX_GROUPS
+from clearance_api.errors import BadRequest, Internal, RequestError
+from clearance_api.wire import SUBJECT_BATCH, FieldValue, Resource
+from clearance_api.wire.limits import MAX_CHECKS, MAX_GROUPS
+from clearance_core.kube.resources import cluster_of
 from clearance_gateway.upstream import Upstream, json_object, status_of
 from clearance_runtime.httpserve import Bounds
 

@@ -31,8 +31,8 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from clearance_core.errors import BadRequest, Refused, RequestError
-from clearance_core.wire.limits import MAX_TOKEN
+from clearance_api.errors import BadRequest, Refused, RequestError
+from clearance_api.wire.limits import MAX_TOKEN
 from clearance_gateway.upstream import status_of
 from clearance_runtime import logs
 from clearance_runtime.httpserve import Handler, Middleware

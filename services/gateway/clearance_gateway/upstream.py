@@ -16,7 +16,7 @@ import nats.errors
 from aiohttp import web
 from nats.aio.client import Client
 
-from clearance_core.errors import (
+from clearance_api.errors import (
     BadRequest,
     Internal,
     NotFound,
@@ -25,7 +25,7 @@ from clearance_core.errors import (
     Stale,
     Unavailable,
 )
-from clearance_core.wire.limits import MAX_DEPTH, nesting_exceeds
+from clearance_api.wire.limits import MAX_DEPTH, nesting_exceeds
 from clearance_runtime.httpserve import Bounds, read_body
 
 _ERRORS: dict[str, type[RequestError]] = {

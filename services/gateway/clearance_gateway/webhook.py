@@ -22,8 +22,8 @@ from typing import Any
 
 from aiohttp import web
 
-from clearance_core.errors import BadRequest, Internal, RequestError
-from clearance_core.wire import SUBJECT_REVIEW_SUBJECT
+from clearance_api.errors import BadRequest, Internal, RequestError
+from clearance_api.wire import SUBJECT_REVIEW_SUBJECT
 from clearance_gateway.upstream import Upstream, json_object, status_of
 from clearance_runtime import logs
 from clearance_runtime.httpserve import Bounds

@@ -42,9 +42,9 @@ import kubernetes_asyncio.client
 import msgspec
 from kubernetes_asyncio.client import ApiException
 
-from clearance_core.errors import ClearanceError
-from clearance_core.registry import WATCHED
-from clearance_core.wire import EventType
+from clearance_api.errors import ClearanceError
+from clearance_api.wire import EventType
+from clearance_core.folding.registry import WATCHED
 from clearance_runtime import health, kubeclient, logs, retries
 from clearance_watcher.ledger import Sink
 

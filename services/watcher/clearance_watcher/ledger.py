@@ -19,7 +19,7 @@ What can never be published is rejected, never retried: a name or namespace long
 Kubernetes allows, an event larger than the server's ``max_payload`` (read from the
 connection; headers included), or a publish the server refuses for good (a payload or
 permissions violation, a bad request: :func:`permanent`). The ledger then publishes a
-tombstone in the object's place (``clearance_core.rejections``): the compiler withdraws
+tombstone in the object's place (``clearance_core.folding.rejections``): the compiler withdraws
 the version in force and the object's status says why. Each rejection is logged
 (``object_rejected``) and counted (``clearance_watcher_rejected_total{kind,reason}``),
 once per version, and the ledger goes on with the other objects. Only outages (a
@@ -46,11 +46,11 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from clearance_core import rejections
-from clearance_core.errors import InvalidObject
-from clearance_core.kinds import ObjectRef, content_hash, event_subject, over_limits, ref_of
-from clearance_core.registry import STATUS_WRITTEN
-from clearance_core.wire import EVENTS_STREAM, EVENTS_SUBJECTS, Event, EventType
+from clearance_api.errors import InvalidObject
+from clearance_api.wire import EVENTS_STREAM, EVENTS_SUBJECTS, Event, EventType
+from clearance_core.folding import rejections
+from clearance_core.folding.kinds import ObjectRef, content_hash, event_subject, over_limits, ref_of
+from clearance_core.folding.registry import STATUS_WRITTEN
 from clearance_runtime import bus, logs, metrics, retries
 from clearance_runtime.outages import is_transient
 from clearance_runtime.pull import open_puller

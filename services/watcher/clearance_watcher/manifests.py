@@ -23,9 +23,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from clearance_core.errors import InvalidObject
-from clearance_core.kinds import ref_of
-from clearance_core.registry import WATCHED
+from clearance_api.errors import InvalidObject
+from clearance_core.folding.kinds import ref_of
+from clearance_core.folding.registry import WATCHED
 from clearance_runtime import health, logs, manifest_files, metrics
 from clearance_watcher.ledger import Sink
 

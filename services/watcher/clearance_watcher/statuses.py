@@ -2,7 +2,7 @@
 
 Runs beside the Kubernetes source, so only while the watcher holds its lease: two
 replicas never write at once, and what a paused former holder still writes is what the
-holder writes too (``clearance_core.status_patch`` is deterministic).
+holder writes too (``clearance_core.kube.status_patch`` is deterministic).
 
 What is wanted, per object (``MonitorAccessPolicy``, ``AccessPolicy``): the newest status
 heard for it — the compiler's ``clearance.status.<kind>.<namespace>.<name>`` events, or
@@ -46,16 +46,16 @@ from kubernetes_asyncio.client import ApiException
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from clearance_core import status_patch
-from clearance_core.errors import InvalidObject
-from clearance_core.kinds import ObjectRef, ref_of, status_subject
-from clearance_core.registry import REGISTRY, STATUS_WRITTEN
-from clearance_core.wire import (
+from clearance_api.errors import InvalidObject
+from clearance_api.wire import (
     SUBJECT_POLICY_STATUS,
     EventType,
     PolicyStatus,
     PolicyStatusRequest,
 )
+from clearance_core.folding.kinds import ObjectRef, ref_of, status_subject
+from clearance_core.folding.registry import REGISTRY, STATUS_WRITTEN
+from clearance_core.kube import status_patch
 from clearance_runtime import health, logs, metrics, retries
 from clearance_watcher import kube
 from clearance_watcher.ledger import Ledger

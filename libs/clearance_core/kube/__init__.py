@@ -1,0 +1,2 @@
+"""Kubernetes objects as Clearance reads them: one parsing convention, the kinds and
+their registry, strict field checking, tombstones, status patches."""
