@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from clearance_runtime import keys, servers
 from clearance_runtime.cache import DecisionCache, Entry
-from clearance_runtime.invalidation import INVALIDATE
+from clearance_runtime.invalidation import Invalidation
 
 
 async def fill(cache: DecisionCache, start: int, count: int) -> None:
@@ -37,7 +37,7 @@ async def main() -> None:
     try:
         await r.mset({keys.REV: 1, keys.BUILT: "1:b"})
         cache = DecisionCache(r, ttl_seconds=3600)
-        invalidate = r.register_script(INVALIDATE)
+        invalidation = Invalidation(r)
         cached = 0
         for total in (10_000, 1_000_000):
             await fill(cache, cached, total - cached)
@@ -50,8 +50,8 @@ async def main() -> None:
                            for j in range(100)]
                 await cache.store("1@1:b", victims)
                 started = time.perf_counter()
-                removed = await invalidate(keys=[keys.cache_by_user(f"victim{n}")],
-                                           args=[0, "0"])
+                [removed] = await invalidation.apply(
+                    [("i", [keys.cache_by_user(f"victim{n}")], ["0", "0"])])
                 times.append((time.perf_counter() - started) * 1000)
                 assert removed == 100
             used = int((await r.info("memory"))["used_memory"]) / 2**20

@@ -23,10 +23,10 @@ import msgspec
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from clearance_runtime import health, keys, metrics
+from clearance_runtime import health, keys, metrics, scripts
 from clearance_runtime.coalesce import Coalescer
 from clearance_runtime.highwater import HighWater
-from clearance_runtime.invalidation import INVALIDATE
+from clearance_runtime.invalidation import Invalidation
 from clearance_runtime.luapack import as_str
 
 _pack = msgspec.msgpack.Encoder().encode
@@ -35,53 +35,28 @@ _pack = msgspec.msgpack.Encoder().encode
 #: Stores per script call at most (each a few entries: a bound on one script's time).
 STORE_CHUNK = 64
 
-#: The server's time in milliseconds, in Lua.
-_NOW_MS = "(function() local t = redis.call('TIME') " \
-          "return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) end)()"
-
 # Memory layout (see keys.py): only cache entries carry a TTL, so under Valkey's
 # ``volatile-*`` eviction they are the only keys that can be evicted. Index sets carry no
 # TTL: an evicted index would leave live entries no invalidation can reach (a stale
-# allow), while an evicted entry only leaves a dangling index member, which SWEEP removes.
-# ARGV[1]: msgpack [[state, [[key, blob, ttl, [index...]]...]]...]: groups of entries
-# computed from one state each (checkpoint@build). A group is written only if
-# the compiled state is still that one (the fence, per group: stores of concurrent
-# requests travel together, but each is fenced on the state it was computed from). One
-# packed argument, not one per field: the Redis client's per-argument work was a
-# visible part of a cache miss. ``clr:dci:all`` scores each entry with its expiry by the
-# server's clock, the one its PX follows: the invalidator skips its work when that set
-# is empty, and the "all" invalidation deletes what it lists, so it must list every live
-# entry, whatever the clocks of the decision hosts say.
-_PUT = f"""
-local built = redis.call('GET', '{keys.BUILT}') or ''
-local state = (redis.call('GET', '{keys.REV}') or '0') .. '@' .. built
-local groups = cmsgpack.unpack(ARGV[1])
-local now = {_NOW_MS}
-local stored = {{}}
-for _, group in ipairs(groups) do
-  local written = 0
-  if group[1] == state then
-    for _, entry in ipairs(group[2]) do
-      local key, ttl = entry[1], entry[3]
-      redis.call('SET', key, entry[2], 'PX', ttl)
-      redis.call('ZADD', '{keys.CACHE_ALL}', now + ttl, key)
-      for _, index in ipairs(entry[4]) do
-        redis.call('SADD', index, key)
-      end
-      written = written + 1
-    end
-  end
-  table.insert(stored, written)
-end
-return stored
-"""
+# allow), while an evicted entry only leaves a dangling index member, which the sweep
+# removes. The store is ``lua/cache_put.lua`` (fenced per group on the state its entries
+# were computed from), the count ``lua/cache_size.lua``.
 
-#: Forgets the members of ``clr:dci:all`` whose entry has expired (by the server's clock,
-#: as the entries' PX) and counts the rest.
-_SIZE = f"""
-redis.call('ZREMRANGEBYSCORE', '{keys.CACHE_ALL}', '-inf', {_NOW_MS})
-return redis.call('ZCARD', '{keys.CACHE_ALL}')
-"""
+
+def put_input(groups: Sequence[tuple[str, Sequence[Entry]]]) -> tuple[list[str], bytes]:
+    """``cache_put``'s KEYS and ARGV[1] for groups of entries (state, entries): the fixed
+    keys, then each entry's key and index sets in turn; the entries — blob, TTL, how
+    many index sets — packed in one msgpack argument."""
+    script_keys = [keys.BUILT, keys.REV, keys.CACHE_ALL]
+    packed = []
+    for state, entries in groups:
+        written = []
+        for e in entries:
+            script_keys.append(e.key)
+            script_keys += e.indexes
+            written.append((as_str(e.blob), e.ttl_ms, len(e.indexes)))
+        packed.append((state, written))
+    return script_keys, _pack(packed)
 
 
 class Entry(msgspec.Struct, frozen=True):
@@ -142,11 +117,11 @@ class DecisionCache:
         #: No entry is served from a store behind what this process answered from.
         self._highwater = highwater if highwater is not None else HighWater()
         self.ttl_ms = ttl_seconds * 1000
-        self._put = redis.register_script(_PUT)
+        self._put = scripts.register(redis, "cache_put")
         self._stores: Coalescer[tuple[str, Sequence[Entry]], int] = Coalescer(
             self._store_many, chunk=STORE_CHUNK)
-        self._clear = redis.register_script(INVALIDATE)
-        self._size = redis.register_script(_SIZE)
+        self._invalidation = Invalidation(redis)
+        self._size = scripts.register(redis, "cache_size")
         # One MGET may carry every lookup of an iteration: no script holds the store.
         self._lookups: Coalescer[Sequence[str], Looked] = Coalescer(self._mget, chunk=1 << 30)
         self.hits = 0
@@ -189,11 +164,9 @@ class DecisionCache:
         return await self._stores.submit((compiled_revision, entries))
 
     async def _store_many(self, groups: Sequence[tuple[str, Sequence[Entry]]]) -> list[int]:
-        packed = _pack([
-            [state, [[e.key, as_str(e.blob), e.ttl_ms, e.indexes] for e in entries]]
-            for state, entries in groups])
+        script_keys, packed = put_input(groups)
         try:
-            return [int(n) for n in await self._put(args=[packed])]
+            return [int(n) for n in await self._put(keys=script_keys, args=[packed])]
         except redis.exceptions.ResponseError as exc:
             if not str(exc).startswith("OOM"):
                 raise
@@ -202,10 +175,13 @@ class DecisionCache:
 
     async def clear(self, principal_digest: str | None) -> int:
         """Drop one principal's entries, or every entry (``None``)."""
+        # Revision "0": a clear moves no revision.
         if principal_digest is None:
-            return int(await self._clear(keys=[], args=[0, "1"]))
-        return int(await self._clear(keys=[keys.cache_by_principal(principal_digest)],
-                                     args=[0, "0"]))
+            counts = await self._invalidation.apply([("i", [], ["0", "1"])])
+        else:
+            counts = await self._invalidation.apply(
+                [("i", [keys.cache_by_principal(principal_digest)], ["0", "0"])])
+        return int(counts[0])
 
     async def flush_stats(self) -> None:
         """Add the hits and misses counted since the last flush to the shared totals."""
@@ -216,4 +192,4 @@ class DecisionCache:
             await self._r.hincrby(keys.STATS, "misses", misses)
 
     async def entries(self) -> int:
-        return int(await self._size())
+        return int(await self._size(keys=[keys.CACHE_ALL]))

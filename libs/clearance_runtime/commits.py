@@ -14,9 +14,11 @@ a script to its end without interleaving, and a compiler killed before or during
 call either reached Redis with the whole batch or not at all: never half a batch, and a
 restart resumes after the last checkpoint written, so no event is applied twice.
 
-The commands travel as one msgpack argument (decoded by the script's ``cmsgpack``):
-packing tens of thousands of separate arguments was most of a batch's cost on the
-client. Their words are recorded ready for it (``changes.word``).
+The script is ``lua/commit.lua``. The commands travel as one msgpack argument (decoded by
+the script's ``cmsgpack``): packing tens of thousands of separate arguments was most of
+a batch's cost on the client. Their words are recorded ready for it (``changes.word``),
+and their keys apart, for ``KEYS`` (one per command, in order), so that the script
+touches no key it was not given.
 """
 
 from __future__ import annotations
@@ -28,35 +30,22 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from clearance_api.errors import LostSync
-from clearance_runtime import keys
+from clearance_runtime import keys, scripts
 from clearance_runtime.changes import Transaction
 
 _pack = msgspec.msgpack.Encoder().encode
 
 
+#: How the script's error starts when the fence refused the batch.
 _LOST_SYNC = "CLEARANCE_LOST_SYNC"
-
-#: ARGV[1]: the expected checkpoint ("" = unfenced); ARGV[2]: msgpack list of commands
-#: (each a list of words), the batch's checkpoint last. The fence is checked before any
-#: write, so a refused batch writes nothing.
-_COMMIT = f"""
-if ARGV[1] ~= '' then
-  local current = redis.call('GET', '{keys.REV}') or '0'
-  if current ~= ARGV[1] then
-    return redis.error_reply('{_LOST_SYNC} at ' .. current .. ', expected ' .. ARGV[1])
-  end
-end
-for _, command in ipairs(cmsgpack.unpack(ARGV[2])) do
-  redis.call(unpack(command))
-end
-return 1
-"""
 
 
 class Batch:
     """The sealed writes of consecutive events, to commit together."""
 
     def __init__(self) -> None:
+        #: The key of each command, and each command without its key, in order.
+        self._keys: list[str] = []
         self._commands: list[tuple[Any, ...]] = []
         #: The sequence of the last event added (None: empty).
         self.last: int | None = None
@@ -73,14 +62,21 @@ class Batch:
         return _EventScope(self, Transaction(seq), kind, published_ms)
 
     def _add(self, tx: Transaction, kind: str, published_ms: int | None) -> None:
-        self._commands.extend(tx.seal(kind=kind, published_ms=published_ms))
+        commands = tx.seal(kind=kind, published_ms=published_ms)
+        # Every recorded command is (name, key, words...): the script takes the keys in
+        # KEYS (what a Sentinel or Cluster deployment needs) and the rest as one argument.
+        self._keys += [command[1] for command in commands]
+        self._commands += [(command[0], *command[2:]) for command in commands]
         self.last = tx.seq
         self.events += 1
 
-    def argument(self) -> bytes:
-        """The script's command list: the events' commands, then the checkpoint."""
+    def script_input(self) -> tuple[list[str], bytes]:
+        """The commit script's KEYS (``clr:rev`` first, then the key of each command in
+        turn) and its command list: the events' commands, without their keys, then the
+        checkpoint."""
         assert self.last is not None
-        return _pack([*self._commands, ("SET", keys.REV, str(self.last))])
+        return ([keys.REV, *self._keys, keys.REV],
+                _pack([*self._commands, ("SET", str(self.last))]))
 
 
 class _EventScope:
@@ -105,7 +101,7 @@ class Committer:
     """Runs the commit script, fenced on the checkpoint, and moves the fence along."""
 
     def __init__(self, redis: aioredis.Redis) -> None:
-        self._script = redis.register_script(_COMMIT)
+        self._script = scripts.register(redis, "commit")
         self.expected: int | None = None
 
     async def commit(self, batch: Batch) -> None:
@@ -115,7 +111,8 @@ class Committer:
             return
         fence = "" if self.expected is None else str(self.expected)
         try:
-            await self._script(args=[fence, batch.argument()])
+            script_keys, commands = batch.script_input()
+            await self._script(keys=script_keys, args=[fence, commands])
         except redis.exceptions.ResponseError as exc:
             if str(exc).startswith(_LOST_SYNC):
                 raise LostSync(f"checkpoint moved: {exc}") from None

@@ -28,26 +28,18 @@ from clearance_runtime.families import decode_labels, decode_policy, decode_sour
 from clearance_runtime.inherit_store import stored
 from clearance_runtime.replies import text
 
-#: Deletes every derived key — compiled state, change records, the system revision, the
-#: decision cache — and marks the store as being built from the stream's first event up
-#: to ARGV[1] (decisions wait for the system revision to get there), in one atomic step.
-#: Heartbeats and cache statistics are operational, not derived: kept.
-_WIPE = f"""
-local cursor, n = '0', 0
-repeat
-  local page = redis.call('SCAN', cursor, 'MATCH', 'clr:*', 'COUNT', 1000)
-  cursor = page[1]
-  for _, k in ipairs(page[2]) do
-    if string.sub(k, 1, 8) ~= 'clr:svc:' and k ~= '{keys.STATS}' then
-      n = n + redis.call('UNLINK', k)
-    end
-  end
-until cursor == '0'
-redis.call('SET', '{keys.BUILT}', ARGV[1])
-redis.call('SET', '{keys.ALLOW_UNSET}', ARGV[2])
-redis.call('SET', '{keys.ADMIN_NAMESPACES}', ARGV[3])
-return n
-"""
+#: Keys per SCAN page (and per UNLINK) while wiping: each a short command, so decisions
+#: and the cache are served between them.
+WIPE_PAGE = 1000
+#: Operational keys a wipe keeps: heartbeats (``clr:svc:*``) and cache statistics.
+_KEPT_PREFIX = keys.service("").encode()
+_KEPT = {keys.STATS.encode()}
+#: The keys every reader decides by — the rebuild marker, the revisions, the change logs
+#: and the cache's list of live entries — deleted together first, in one command: from
+#: then on the store reads as lost (``health.rebuilding``) to every reader, as a flushed
+#: one does, however far the scan has got.
+_FENCE = (keys.BUILT, keys.REV, keys.INVALIDATED_REV, keys.CHANGES, keys.CACHE_ALL,
+          keys.INHERIT_REV)
 
 
 class StateStore:
@@ -60,7 +52,6 @@ class StateStore:
         self._allow_unset = allow_unset
         self._authority = authority or Authority()
         self._committer = Committer(redis)
-        self._wipe = redis.register_script(_WIPE)
 
     async def position(self) -> tuple[int | None, bool]:
         """(checkpoint, built): ``built`` is False when the store was flushed or replaced
@@ -85,15 +76,42 @@ class StateStore:
         return b"1" if self._allow_unset else b"0"
 
     async def wipe(self, target: int) -> int:
-        """Delete all derived state and start a build from the first event; decisions are
-        unavailable until the system revision reaches ``target`` (atomic)."""
+        """Delete all derived state — compiled state, change records, the system
+        revision, the decision cache — and start a build from the first event; decisions
+        are unavailable until the system revision reaches ``target``. Heartbeats and
+        cache statistics are operational, not derived: kept. Returns how many keys went.
+
+        Three steps, none holding Valkey for long (a script scanning the keyspace would
+        hold it — the cache included — for all of it): the keys readers decide by go
+        first, in one command (``_FENCE``), so that every reader sees a lost store —
+        nothing is served, mirrors and the RBAC follower drop what they hold, a slow
+        cache store is refused by its fence — exactly as after a flush; then the rest,
+        a SCAN page at a time; then the new marker and the settings the state is built
+        with, in one command. Nothing can bring back what the scan passed: a cache store
+        is fenced on the marker (gone), the invalidator moves the system revision only
+        up to the checkpoint (gone), and compiled state is written only by the compiler
+        holding the lease — the one wiping. Killed half way, the store still reads as
+        lost, and the next start wipes again."""
         # The build's id makes two builds to the same target different states to every
         # reader that holds state (mirrors, the cache's write fence): the stream they
         # replay may have changed between them (only the latest message per object is
         # kept), so the same revision need not mean the same state.
         build = f"{target}:{secrets.token_hex(8)}"
-        return int(await self._wipe(args=[build, self._unset_flag,
-                                          self._authority.token()]))
+        removed = int(await self._r.delete(*_FENCE))
+        cursor = 0
+        while True:
+            cursor, page = await self._r.scan(cursor, match="clr:*", count=WIPE_PAGE)
+            found = [k if isinstance(k, bytes) else k.encode() for k in page]
+            doomed = [k for k in found if not k.startswith(_KEPT_PREFIX) and k not in _KEPT]
+            if doomed:
+                removed += int(await self._r.unlink(*doomed))
+            if cursor == 0:
+                break
+        # The marker last: until it is set, the store reads as lost.
+        await self._r.mset({keys.ALLOW_UNSET: self._unset_flag,
+                            keys.ADMIN_NAMESPACES: self._authority.token(),
+                            keys.BUILT: build})
+        return removed
 
     async def load_model(self) -> Model:
         """The compiled state, for the compiler to hold in memory (one round trip)."""

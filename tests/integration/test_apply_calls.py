@@ -1,8 +1,8 @@
-"""The invalidator applies a read of change records as a few APPLY script calls, each
-running many INVALIDATE and NARROWED calls in order. On a real Valkey: any sequence of
-calls leaves the store exactly as the same calls made one by one, with the same counts
-— the deletions, the index sets, the revision (which moves only past the record before
-it) — whatever the cache holds."""
+"""The invalidator applies a read of change records as a few calls of the invalidation
+script (``lua/invalidate.lua``), each running many whole ("i") and narrowed ("n") calls
+in order. On a real Valkey: any sequence of calls leaves the store exactly as the same
+calls made one by one, with the same counts — the deletions, the index sets, the revision
+(which moves only past the record before it) — whatever the cache holds."""
 
 from __future__ import annotations
 
@@ -15,16 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clearance_core.folding.narrowing import Narrow
-from clearance_runtime import keys
-from clearance_runtime.invalidation import (
-    APPLY,
-    INVALIDATE,
-    NARROWED,
-    Call,
-    entry_blob,
-    narrow_arg,
-    pack_calls,
-)
+from clearance_runtime import keys, scripts
+from clearance_runtime.invalidation import Call, entry_blob, narrow_arg, pack_calls
 from tests.conftest import Servers
 
 CLUSTERS = ("east", "west", "ü:*")
@@ -37,6 +29,13 @@ def valkey(real_servers: Servers) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(real_servers.redis_url)
     yield client
     client.close()
+
+
+def _apply(valkey: redis.Redis, calls: list[Call]) -> list[int]:
+    """Each call's count, the calls run in one script call."""
+    script_keys, args = pack_calls(calls)
+    script = valkey.register_script(scripts.source("invalidate"))
+    return [int(n) for n in script(keys=script_keys, args=args)]
 
 
 entries = st.lists(st.tuples(
@@ -94,14 +93,12 @@ def _dump(valkey: redis.Redis) -> dict[Any, Any]:
 def test_calls_in_one_script_do_what_they_do_one_by_one(
         valkey: redis.Redis, cache: list[Any], calls: list[Call], compiled: int,
         applied: int) -> None:
-    single = {"i": valkey.register_script(INVALIDATE), "n": valkey.register_script(NARROWED)}
     _fill(valkey, cache, compiled, applied)
-    one_by_one = [int(single[name](keys=call_keys, args=args))
-                  for name, call_keys, args in calls]
+    one_by_one = [_apply(valkey, [call])[0] for call in calls]
     expected = _dump(valkey)
 
     _fill(valkey, cache, compiled, applied)
-    together = [int(n) for n in valkey.register_script(APPLY)(args=[pack_calls(calls)])]
+    together = _apply(valkey, calls)
     assert together == one_by_one
     assert _dump(valkey) == expected
 
@@ -125,7 +122,7 @@ def test_invalidating_whole_subjects_deletes_exactly_their_entries_and_sets(
         valkey: redis.Redis, cache: list[Any], subjects: list[str]) -> None:
     _fill(valkey, cache, compiled=5, applied=0)
     before = _dump(valkey)
-    removed = int(valkey.register_script(INVALIDATE)(keys=subjects, args=["3", "0", "0", "0"]))
+    [removed] = _apply(valkey, [("i", subjects, ["3", "0", "0", "0"])])
     gone = {f"{keys.ENTRY_PREFIX}{n}".encode() for n, (_, _, held) in enumerate(cache)
             if held & set(subjects)}
     expected = _without(before, gone, {s.encode() for s in subjects})
@@ -148,7 +145,7 @@ def test_thousands_of_subjects_and_entries_go_in_chunks(valkey: redis.Redis) -> 
         valkey.zadd(keys.CACHE_ALL, {own: 0, shared: 0})
         valkey.sadd(index, own, shared)
     valkey.sadd(keys.cache_by_group("kept"), shared)
-    removed = int(valkey.register_script(INVALIDATE)(keys=users, args=["9", "0", "0", "0"]))
+    [removed] = _apply(valkey, [("i", users, ["9", "0", "0", "0"])])
     assert removed == 2501
     assert sorted(valkey.keys("*")) == sorted(
         [keys.REV.encode(), keys.INVALIDATED_REV.encode(),
@@ -173,7 +170,7 @@ def test_a_failing_call_keeps_what_the_calls_before_it_did(valkey: redis.Redis) 
         ("i", [keys.cache_by_user("broken"), keys.cache_by_user("c")], ["6", "0", "0", "5"]),
     ]
     with pytest.raises(redis.exceptions.ResponseError, match="WRONGTYPE"):
-        valkey.register_script(APPLY)(args=[pack_calls(calls)])
+        _apply(valkey, calls)
     assert valkey.get(keys.INVALIDATED_REV) == b"5"
     assert not valkey.exists(f"{keys.ENTRY_PREFIX}a", f"{keys.ENTRY_PREFIX}b")
     assert valkey.exists(f"{keys.ENTRY_PREFIX}c")
@@ -190,7 +187,7 @@ def test_with_nothing_cached_the_calls_only_move_the_revision(valkey: redis.Redi
         ("i", [keys.cache_by_user("a")], ["7", "0", "0", "0"]),
         ("i", [keys.cache_by_group("g")], ["8", "1", "0", "7"]),
     ]
-    assert [int(n) for n in valkey.register_script(APPLY)(args=[pack_calls(calls)])] == [0, 0, 0]
+    assert _apply(valkey, calls) == [0, 0, 0]
     assert valkey.get(keys.INVALIDATED_REV) == b"8"
     assert valkey.smembers(keys.cache_by_user("a")) == {f"{keys.ENTRY_PREFIX}expired".encode()}
 
@@ -210,6 +207,6 @@ def test_a_call_that_empties_the_cache_leaves_the_next_as_it_would_be_alone(
         ("i", [keys.cache_by_user("a")], ["7", "0", "0", "0"]),
         ("i", [keys.cache_by_group("g")], ["8", "0", "0", "7"]),
     ]
-    assert [int(n) for n in valkey.register_script(APPLY)(args=[pack_calls(calls)])] == [1, 0]
+    assert _apply(valkey, calls) == [1, 0]
     assert not valkey.exists(entry, keys.CACHE_ALL, keys.cache_by_user("a"))
     assert valkey.smembers(keys.cache_by_group("g")) == {entry.encode()}

@@ -12,8 +12,8 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clearance_runtime import keys
-from clearance_runtime.invalidation import INVALIDATE
+from clearance_runtime import keys, scripts
+from clearance_runtime.invalidation import pack_calls
 from tests.conftest import Servers
 
 CLUSTERS = ("east", "west", "north")
@@ -55,9 +55,11 @@ def test_exactly_the_subjects_entries_about_the_cluster_go(
             valkey.sadd(name, key[i])
     clusters = sorted(within)
 
-    removed = valkey.register_script(INVALIDATE)(
-        keys=[*names, *(keys.cache_by_cluster(c) for c in clusters)],
-        args=[0, "0", len(clusters)])
+    script_keys, args = pack_calls(
+        [("i", [*names, *(keys.cache_by_cluster(c) for c in clusters)],
+          ["0", "0", str(len(clusters))])])
+    [removed] = valkey.register_script(scripts.source("invalidate"))(keys=script_keys,
+                                                                     args=args)
 
     named = set().union(*subjects)
     gone = {i for i, where in enumerate(entries) if where in within and i in named}

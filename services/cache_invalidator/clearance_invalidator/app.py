@@ -3,9 +3,9 @@
 The compiler appends one record per event to the Redis stream ``clr:changes`` (id
 ``<revision>-0``) in the same transaction as the state change, so no change can be
 compiled without its record. This loop reads the records after ``clr:inval:rev``, deletes
-the entries indexed under the record's users, groups and clusters (one Lua script per
-record, which also advances ``clr:inval:rev``: the system revision; the scripts of all
-the records read at once go in one pipeline, one round trip), publishes
+the entries indexed under the record's users, groups and clusters (``lua/invalidate.lua``,
+which also advances ``clr:inval:rev``: the system revision; the records read at once go
+in a few script calls, in one pipeline, one round trip), publishes
 ``clearance.decisions.changed`` per record. It keeps no state of its own, so a restart, or a
 flushed Redis, simply resumes from what Redis says. The compiler bounds the stream
 (``changes.CHANGES_KEPT``): a loop so far behind that records it never applied were
@@ -27,7 +27,7 @@ from clearance_api.wire import SUBJECT_DECISIONS_CHANGED, ChangedPrincipals, Dec
 from clearance_core.folding.fold import Affected
 from clearance_runtime import health, invalidation, keys, logs, metrics, retries
 from clearance_runtime.changes import ChangeRecord, trimmed_past
-from clearance_runtime.invalidation import APPLY, Call
+from clearance_runtime.invalidation import Call, Invalidation
 
 log = logs.get(__name__)
 
@@ -60,11 +60,15 @@ def index_keys(record: ChangeRecord) -> tuple[list[str], list[str]]:
     return [*subjects, *clusters], []
 
 
-def record_calls(record: ChangeRecord, after: int) -> list[Call]:
-    """The record's INVALIDATE and NARROWED calls. Its revision moves (in the last call)
-    only from ``after`` (the record before it in the same script call) or later: if that
-    one's call failed, the revision stays before it, and the loop, restarted by the retry
-    policy, reads it again."""
+def record_calls(record: ChangeRecord, after: int, *, cached: bool = True) -> list[Call]:
+    """The record's invalidation calls, whole ("i") and narrowed ("n"). Its revision
+    moves (in the last call) only from ``after`` (the record before it in the same script
+    call) or later: if that one's call failed, the revision stays before it, and the
+    loop, restarted by the retry policy, reads it again. Not ``cached`` (nothing was
+    cached once the record was read): one call naming no index set, which only moves the
+    revision — what the script does with any call while nothing is cached."""
+    if not cached:
+        return [("i", [], [str(record.revision), "0", "0", str(after)])]
     whole, narrowed = index_keys(record)
     narrow = record.invalidate.narrow
     calls: list[Call] = []
@@ -93,7 +97,7 @@ class Invalidator:
     def __init__(self, nc: Client, redis: aioredis.Redis) -> None:
         self._nc = nc
         self._r = redis
-        self._apply_calls = redis.register_script(APPLY)
+        self._invalidation = Invalidation(redis)
         self._revision = 0
         self._next_sweep = 0.0
         #: Event-to-effect histograms by kind (looked up once, not per record).
@@ -141,20 +145,28 @@ class Invalidator:
                              announce=Affected(all=True), kind="lost")]
 
     async def _apply(self, records: list[ChangeRecord]) -> None:
-        """Apply the records of one read in one round trip: their INVALIDATE and NARROWED
+        """Apply the records of one read in one round trip: their invalidation
         calls, in order, in a few script calls (each call still advances the system
         revision after its own deletions, so a decision never sees a revision before its
         entries are gone), then the trim of what they applied; then announce each, in
         order."""
+        # A read of several records (a backlog, a rebuild) first asks whether anything is
+        # cached at all: with nothing, no call has any entry to delete, and naming their
+        # index sets (thousands per read: a policy's groups and their members) was most
+        # of the cost of passing them as script keys. Sound for the same reason as the
+        # script's own check, made a little earlier: the records were committed before
+        # they were read, and an entry stored since was computed from a state that holds
+        # them (stores are fenced on the compiled state).
+        cached = len(records) == 1 or bool(await self._r.exists(keys.CACHE_ALL))
         per_record, after = [], 0
         for record in records:
-            per_record.append(record_calls(record, after))
+            per_record.append(record_calls(record, after, cached=cached))
             after = record.revision
         async with self._r.pipeline(transaction=False) as pipe:
             for start in range(0, len(per_record), RECORDS_PER_CALL):
                 chunk = [c for calls in per_record[start:start + RECORDS_PER_CALL]
                          for c in calls]
-                await self._apply_calls(args=[invalidation.pack_calls(chunk)], client=pipe)
+                await self._invalidation.apply(chunk, client=pipe)
             replies = await pipe.execute()
         counts = iter(int(n) for reply in replies for n in reply)
         removed_by_kind: Counter[str] = Counter()
