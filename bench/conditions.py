@@ -40,7 +40,8 @@ import redis.asyncio as aioredis
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run
 
-from clearance_runtime import bus, keys
+from clearance_runtime.messaging import bus
+from clearance_runtime.storage import keys
 
 POLICIES = 1000
 CLUSTERS = 20

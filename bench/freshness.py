@@ -42,9 +42,10 @@ from clearance_api.wire import BatchItem, CheckResult, Principal, Resource
 from clearance_core.kube.resources import decision_digest, principal_digest
 from clearance_decision.decider import Decider
 from clearance_decision.entries import unpack
-from clearance_runtime import bus, keys
-from clearance_runtime.cache import DecisionCache
-from clearance_runtime.reads import Reads
+from clearance_runtime.messaging import bus
+from clearance_runtime.reading.reads import Reads
+from clearance_runtime.storage import keys
+from clearance_runtime.storage.cache import DecisionCache
 
 PRINCIPALS, GROUPS, POLICIES, CLUSTERS = 10_000, 500, 2_000, 200
 ENVS = ("prod", "staging", "dev")

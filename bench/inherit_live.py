@@ -26,7 +26,7 @@ import msgspec
 import redis.asyncio as aioredis
 from loadgen import load, measure, pct, warm
 
-from clearance_runtime import keys
+from clearance_runtime.storage import keys
 
 CLUSTERS, NAMESPACES = 200, 50
 

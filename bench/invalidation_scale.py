@@ -14,9 +14,10 @@ from pathlib import Path
 import redis.asyncio as aioredis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from clearance_runtime import keys, servers
-from clearance_runtime.cache import DecisionCache, Entry
-from clearance_runtime.invalidation import Invalidation
+from clearance_runtime.process import servers
+from clearance_runtime.storage import keys
+from clearance_runtime.storage.cache import DecisionCache, Entry
+from clearance_runtime.storage.invalidation import Invalidation
 
 
 async def fill(cache: DecisionCache, start: int, count: int) -> None:

@@ -181,7 +181,7 @@ def main() -> None:
     parser.add_argument("--objects", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    from clearance_runtime import logs  # noqa: PLC0415
+    from clearance_runtime.process import logs  # noqa: PLC0415
 
     logs.configure("WARNING", service="bench")
     port = _free_port()

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run
 from loadgen import cpu_seconds, load, pct
 
-from clearance_runtime import bus
+from clearance_runtime.messaging import bus
 
 
 def question(i: int, groups: int) -> bytes:

@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import freshness
 import run
 
-from clearance_runtime import bus, keys
+from clearance_runtime.messaging import bus
+from clearance_runtime.storage import keys
 
 COPIES = 37
 #: Publications awaited together: one at a time, publishing 100,000 events took longer

@@ -28,7 +28,9 @@ import msgspec
 import nats
 import redis.asyncio as aioredis
 
-from clearance_runtime import bus, keys, servers
+from clearance_runtime.messaging import bus
+from clearance_runtime.process import servers
+from clearance_runtime.storage import keys
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import filtering

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rbac_fleet
 from run import CLEARANCE, POLICIES, PRINCIPALS, fleet, spawn, start_servers, teardown
 
-from clearance_runtime import bus
+from clearance_runtime.messaging import bus
 
 SERVICES = ("compiler", "cache-invalidator", "decision")
 GROWTH_LIMIT = 1.5

@@ -45,8 +45,9 @@ from loadgen import load, pct
 from clearance_api.wire import Resource
 from clearance_core.kube.principal import Identity
 from clearance_core.questions import answers
-from clearance_runtime import bus, keys
-from clearance_runtime.mirror import StateMirror
+from clearance_runtime.messaging import bus
+from clearance_runtime.reading.mirror import StateMirror
+from clearance_runtime.storage import keys
 
 TARGETS = 5000
 CONCERNING = 5

@@ -1,5 +1,5 @@
 """A NATS cluster on loopback for the tests: three nats-servers routed together, each
-with its own JetStream store (clearance_runtime.servers.nats_cluster), and what the
+with its own JetStream store (clearance_runtime.process.servers.nats_cluster), and what the
 fault scenarios need of it: who leads a stream, killing a node, bringing it back."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import nats.js.errors
 from nats.aio.client import Client
 
 from clearance_api import nats_urls
-from clearance_runtime import servers
+from clearance_runtime.process import servers
 
 
 class NatsCluster:

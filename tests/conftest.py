@@ -19,7 +19,7 @@ from hypothesis import settings
 from nats.js.errors import NotFoundError
 
 from clearance_api.wire import EVENTS_STREAM
-from clearance_runtime import servers
+from clearance_runtime.process import servers
 from tests.cluster import NatsCluster
 
 # Hypothesis judges a test by what it finds, not by how long one example took: the full

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from clearance_runtime import servers
+from clearance_runtime.process import servers
 
 ROOT = Path(__file__).resolve().parents[1]
 ACCOUNTS = ROOT / "deploy" / "nats" / "accounts.conf"

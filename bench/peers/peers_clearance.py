@@ -16,7 +16,8 @@ import redis.asyncio as aioredis
 import run as bench_run  # bench/run.py: servers, processes, teardown
 from peer import BATCH, Peer
 
-from clearance_runtime import bus, keys
+from clearance_runtime.messaging import bus
+from clearance_runtime.storage import keys
 
 _decode = msgspec.json.Decoder().decode
 

@@ -33,7 +33,7 @@ from cerbos.svc.v1 import svc_pb2_grpc
 from google.protobuf import struct_pb2
 from peer import BATCH, Peer
 
-from clearance_runtime.servers import free_port
+from clearance_runtime.process.servers import free_port
 
 HERE = Path(__file__).resolve().parent
 

@@ -33,8 +33,8 @@ from nats.aio.msg import Msg
 
 from clearance_api import inboxes, wire
 from clearance_core.folding.kinds import event_subject, ref_of
-from clearance_runtime import servers
-from clearance_runtime.responder import Responder
+from clearance_runtime.messaging.responder import Responder
+from clearance_runtime.process import servers
 from tests import secured
 from tests.integration.harness import cluster, group
 from tests.support.policies import policy

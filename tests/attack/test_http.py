@@ -27,7 +27,7 @@ import pytest
 from kmock import RawHandler
 
 from clearance_gateway import tls
-from clearance_runtime import servers
+from clearance_runtime.process import servers
 from tests.attack.clients import (
     head,
     held,

@@ -21,8 +21,9 @@ from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from clearance_api.wire import EVENTS_STREAM
-from clearance_runtime import bus, servers
-from clearance_runtime.jetstream import Topology
+from clearance_runtime.messaging import bus
+from clearance_runtime.messaging.jetstream import Topology
+from clearance_runtime.process import servers
 
 SERVICES = ("watcher", "compiler", "cache-invalidator", "decision")
 

@@ -101,7 +101,7 @@ def _body(test: Callable[[bytes], bool]) -> Callable[[str, str, bytes], bool]:
     return lambda _t, _w, b: test(b)
 
 
-#: The embedded nats-server's max_payload (clearance_runtime.servers).
+#: The embedded nats-server's max_payload (clearance_runtime.process.servers).
 PAYLOAD_LIMIT = 32 * 1024 * 1024
 _SAR_HEAD = (b'{"spec":{"user":"alice","resourceAttributes":{"verb":"get","resource":"pods"},'
              b'"uid":"')

@@ -34,7 +34,7 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client
 
 from clearance_api.wire import EVENTS_STREAM
-from clearance_runtime import servers
+from clearance_runtime.process import servers
 from tests.fuzz.hostile import HostileEvent
 from tests.fuzz.oracle import Finding, answer, judge
 

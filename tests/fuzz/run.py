@@ -36,7 +36,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from clearance_api.wire import REQUESTS
-from clearance_runtime import servers
+from clearance_runtime.process import servers
 from tests.fuzz import known_bugs
 from tests.fuzz.hostile import HostileEvent
 from tests.fuzz.live import Goods, LiveSystem, Sentinel, event_burst, request_burst

@@ -23,7 +23,7 @@ from nats.aio.client import Client
 
 from clearance_api import inboxes, nats_urls
 from clearance_cli.services import run_service
-from clearance_runtime.settings import Settings
+from clearance_runtime.process.settings import Settings
 
 
 class System:

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clearance_core.folding.narrowing import Narrow
-from clearance_runtime import keys, scripts
-from clearance_runtime.invalidation import Call, entry_blob, narrow_arg, pack_calls
+from clearance_runtime.storage import keys, scripts
+from clearance_runtime.storage.invalidation import Call, entry_blob, narrow_arg, pack_calls
 from tests.conftest import Servers
 
 CLUSTERS = ("east", "west", "ü:*")

@@ -1,4 +1,4 @@
-"""Batch commits (clearance_runtime.commits): a batch of events is applied whole or not
+"""Batch commits (clearance_runtime.storage.commits): a batch of events is applied whole or not
 at all, fenced on the checkpoint like a single event, and a compiler stopped mid-batch
 resumes without applying any event twice or losing one."""
 
@@ -19,9 +19,10 @@ from nats.aio.msg import Msg
 from redis import exceptions as redis_exceptions
 
 from clearance_compiler.app import Compiler
-from clearance_runtime import bus, keys
-from clearance_runtime.commits import Batch, LostSync
-from clearance_runtime.state import StateStore
+from clearance_runtime.messaging import bus
+from clearance_runtime.storage import keys
+from clearance_runtime.storage.commits import Batch, LostSync
+from clearance_runtime.storage.state import StateStore
 from tests.conftest import Servers
 from tests.integration.harness import cluster, group, stop_task
 from tests.support.policies import policy

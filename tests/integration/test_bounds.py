@@ -19,7 +19,8 @@ from prometheus_client import REGISTRY
 from clearance_api.wire import EVENTS_STREAM
 from clearance_core.folding.folds import accesspolicies
 from clearance_core.inherit.index import PolicyApplied
-from clearance_runtime import bus, servers
+from clearance_runtime.messaging import bus
+from clearance_runtime.process import servers
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, write_kubeconfig
 from tests.support.accesspolicies import access_policy, block, rule

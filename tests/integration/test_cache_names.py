@@ -1,7 +1,7 @@
 """Names of any character invalidate exactly their own cached decisions.
 
 Cache entries are indexed under the username, the email, every effective group and the
-cluster (``clearance_runtime.cache``); the index keys end with the name as given, never
+cluster (``clearance_runtime.storage.cache``); the index keys end with the name as given, never
 parsed back and never used as a pattern. So a change for user ``a*`` drops ``a*``'s
 entries and not ``ab``'s, a change for group ``g:1`` not ``g``'s or ``g,1``'s — whatever
 the name holds: ``* ? [ ]`` (glob), ``:`` and ``,`` (separators), ``\\``, spaces,

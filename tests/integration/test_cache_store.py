@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import redis.asyncio as aioredis
 
-from clearance_runtime import keys
-from clearance_runtime.cache import DecisionCache, Entry
+from clearance_runtime.storage import keys
+from clearance_runtime.storage.cache import DecisionCache, Entry
 from tests.conftest import Servers
 
 

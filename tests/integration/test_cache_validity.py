@@ -19,7 +19,7 @@ import pytest
 import redis.asyncio as aioredis
 
 import clearance_decision.decider as decider
-from clearance_runtime import keys
+from clearance_runtime.storage import keys
 from tests.conftest import Servers
 from tests.freshness.world import stamp
 from tests.integration.harness import System, cluster, publish

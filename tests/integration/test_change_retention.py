@@ -10,10 +10,11 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
-from clearance_runtime import bus, changes, keys
-from clearance_runtime.commits import Batch
-from clearance_runtime.mirror import StateMirror
-from clearance_runtime.state import StateStore
+from clearance_runtime.messaging import bus
+from clearance_runtime.reading.mirror import StateMirror
+from clearance_runtime.storage import changes, keys
+from clearance_runtime.storage.commits import Batch
+from clearance_runtime.storage.state import StateStore
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
 from tests.integration.test_mirror import publish

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from clearance_runtime import servers
+from clearance_runtime.process import servers
 from tests.attack.clients import listening_addresses
 
 ROOT = Path(__file__).resolve().parents[2]

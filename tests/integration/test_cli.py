@@ -15,7 +15,7 @@ import nkeys
 import pytest
 import yaml
 
-from clearance_runtime import servers
+from clearance_runtime.process import servers
 from tests.integration.test_clearance_up import (
     GUARDRAILS_WITHOUT_METRICS,
     Fleet,

@@ -9,8 +9,9 @@ import nats
 import redis.asyncio as aioredis
 
 from clearance_compiler.app import Compiler
-from clearance_runtime import bus, keys
-from clearance_runtime.state import StateStore
+from clearance_runtime.messaging import bus
+from clearance_runtime.storage import keys
+from clearance_runtime.storage.state import StateStore
 from tests.conftest import Servers
 
 

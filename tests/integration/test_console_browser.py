@@ -28,7 +28,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from clearance_runtime import servers
+from clearance_runtime.process import servers
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
 

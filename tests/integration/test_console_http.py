@@ -16,8 +16,8 @@ import pytest
 
 from clearance_console import app as console_app
 from clearance_console.guard import COOKIE
-from clearance_runtime import servers
-from clearance_runtime.settings import Settings
+from clearance_runtime.process import servers
+from clearance_runtime.process.settings import Settings
 from tests.conftest import Servers
 from tests.integration.harness import stop_task
 

@@ -24,9 +24,9 @@ from clearance_core.folding.fold import Affected
 from clearance_core.folding.folds import FoldEvent, FoldResult
 from clearance_core.folding.model import Model, Writes
 from clearance_core.kube import objects, strict
-from clearance_runtime import families as runtime_families
-from clearance_runtime.mirror import StateMirror
-from clearance_runtime.state import StateStore
+from clearance_runtime.reading.mirror import StateMirror
+from clearance_runtime.storage import families as runtime_families
+from clearance_runtime.storage.state import StateStore
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, publish
 from tests.support.policies import policy

@@ -12,8 +12,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from clearance_api.errors import LostSync
-from clearance_runtime import keys
-from clearance_runtime.state import StateStore
+from clearance_runtime.storage import keys
+from clearance_runtime.storage.state import StateStore
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
 from tests.support.policies import policy

@@ -16,7 +16,7 @@ import msgspec
 import pytest
 
 from clearance_gateway import tls
-from clearance_runtime import servers
+from clearance_runtime.process import servers
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, group
 from tests.integration.pki import Authority

@@ -18,7 +18,7 @@ import structlog.testing
 from kmock import RawHandler
 
 from clearance_gateway import tls
-from clearance_runtime import servers
+from clearance_runtime.process import servers
 from tests.conftest import Servers
 from tests.integration.harness import System
 from tests.integration.pki import Authority

@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from clearance_core.folding import fold
-from clearance_runtime import metrics
+from clearance_runtime.process import metrics
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
 from tests.support.policies import policy

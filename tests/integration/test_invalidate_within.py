@@ -12,8 +12,8 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clearance_runtime import keys, scripts
-from clearance_runtime.invalidation import pack_calls
+from clearance_runtime.storage import keys, scripts
+from clearance_runtime.storage.invalidation import pack_calls
 from tests.conftest import Servers
 
 CLUSTERS = ("east", "west", "north")

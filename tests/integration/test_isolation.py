@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 from clearance_api.wire import CheckRequest
 from clearance_api.wire.limits import MAX_DEPTH, MAX_GROUPS
 from clearance_core.kube.resources import decision_digest, principal_digest
-from clearance_runtime import keys
+from clearance_runtime.storage import keys
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
 from tests.support.policies import policy

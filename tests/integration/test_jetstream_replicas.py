@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from clearance_runtime import bus, jetstream
+from clearance_runtime.messaging import bus, jetstream
 from tests.cluster import NatsCluster
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster

@@ -12,8 +12,9 @@ from pathlib import Path
 import nats
 import pytest
 
-from clearance_runtime import bus, servers
-from clearance_runtime.lease import Lease
+from clearance_runtime.messaging import bus
+from clearance_runtime.messaging.lease import Lease
+from clearance_runtime.process import servers
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ import nats.errors
 import pytest
 from nats.js import JetStreamContext
 
-from clearance_runtime import bus
+from clearance_runtime.messaging import bus
 from clearance_watcher.ledger import LOAD_BATCH, Ledger
 from tests.conftest import Servers
 from tests.integration.harness import cluster

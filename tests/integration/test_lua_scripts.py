@@ -1,4 +1,4 @@
-"""The Lua script library (``clearance_runtime/lua/``), each script alone on a real Valkey:
+"""The Lua script library (``clearance_runtime/storage/lua/``), each script alone on a real Valkey:
 its contract (inputs, effects, reply), its fence (a stale state writes nothing), its edge
 cases (empty input, a huge batch, a malformed argument writes nothing). And the library
 as a whole: the only home of Lua, every script used, every key a script touches passed
@@ -22,13 +22,13 @@ import redis.asyncio as aioredis
 from clearance_api.errors import Unavailable
 from clearance_core.folding.fold import Affected
 from clearance_invalidator.app import Invalidator
-from clearance_runtime import keys, scripts
-from clearance_runtime.cache import DecisionCache, Entry, put_input
-from clearance_runtime.changes import ChangeRecord
-from clearance_runtime.commits import Batch, Committer, LostSync
-from clearance_runtime.invalidation import pack_calls
-from clearance_runtime.luapack import as_str
-from clearance_runtime.state import StateStore
+from clearance_runtime.storage import keys, scripts
+from clearance_runtime.storage.cache import DecisionCache, Entry, put_input
+from clearance_runtime.storage.changes import ChangeRecord
+from clearance_runtime.storage.commits import Batch, Committer, LostSync
+from clearance_runtime.storage.invalidation import pack_calls
+from clearance_runtime.storage.luapack import as_str
+from clearance_runtime.storage.state import StateStore
 from tests.conftest import Servers
 
 pytestmark = pytest.mark.integration
@@ -84,7 +84,7 @@ def _modules() -> Iterator[tuple[str, str]]:
 
 def test_no_python_module_holds_lua() -> None:
     holding = {name for name, text in _modules() if "redis.call" in text}
-    assert holding <= STILL_INLINE, f"Lua belongs in clearance_runtime/lua/: {holding}"
+    assert holding <= STILL_INLINE, f"Lua belongs in clearance_runtime/storage/lua/: {holding}"
     assert holding == STILL_INLINE, f"no longer holding Lua, drop from the list: " \
                                     f"{STILL_INLINE - holding}"
 
@@ -94,7 +94,7 @@ def test_every_script_is_used_by_some_module() -> None:
     # constant holding it) in a module, other than the loader, that uses the loader.
     literals: set[str] = set()
     for name, text in _modules():
-        if name.endswith("clearance_runtime/scripts.py") or "scripts.register(" not in text:
+        if name.endswith("clearance_runtime/storage/scripts.py") or "scripts.register(" not in text:
             continue
         literals |= {node.value for node in ast.walk(ast.parse(text))
                      if isinstance(node, ast.Constant) and isinstance(node.value, str)}

@@ -11,7 +11,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from clearance_decision.decider import WHOLE_BATCH
-from clearance_runtime import invalidation, keys, servers
+from clearance_runtime.process import servers
+from clearance_runtime.storage import invalidation, keys
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
 from tests.support.policies import policy

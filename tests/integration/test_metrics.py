@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from clearance_runtime import probes, servers
+from clearance_runtime.process import probes, servers
 from tests import observability
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, group

@@ -22,11 +22,13 @@ import redis.asyncio as aioredis
 
 from clearance_api.errors import Unavailable
 from clearance_core.inherit import hierarchy
-from clearance_runtime import bus, changes, health, keys
-from clearance_runtime.families import decode_policy
-from clearance_runtime.inherit_store import decode_effective, location
-from clearance_runtime.mirror import StateMirror
-from clearance_runtime.snapshot import Snapshot
+from clearance_runtime.messaging import bus
+from clearance_runtime.process import health
+from clearance_runtime.reading.mirror import StateMirror
+from clearance_runtime.reading.snapshot import Snapshot
+from clearance_runtime.storage import changes, keys
+from clearance_runtime.storage.families import decode_policy
+from clearance_runtime.storage.inherit_store import decode_effective, location
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, group
 from tests.support.accesspolicies import access_policy, block, rule

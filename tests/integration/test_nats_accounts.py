@@ -30,7 +30,7 @@ from nats.aio.msg import Msg
 from clearance_api import inboxes
 from clearance_console import app as console_app
 from clearance_gateway import tls
-from clearance_runtime import servers
+from clearance_runtime.process import servers
 from tests import secured
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, group, stop_task

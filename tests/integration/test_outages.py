@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from clearance_runtime import servers
+from clearance_runtime.process import servers
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
 from tests.support.policies import policy

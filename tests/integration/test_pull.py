@@ -1,4 +1,5 @@
-"""The compiler's reader of the event stream (``clearance_runtime.pull.Puller``), on the real
+"""The compiler's reader of the event stream (``clearance_runtime.messaging.pull.Puller``),
+on the real
 NATS server: every message once, in stream order, in bounded batches; an idle stream
 answers at once when an event comes; a request that expires is renewed; a deleted
 consumer is an outage the compiler restarts from."""
@@ -20,9 +21,10 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
-from clearance_runtime import bus, servers
-from clearance_runtime.outages import is_transient
-from clearance_runtime.pull import Puller, PullFailed
+from clearance_runtime.messaging import bus
+from clearance_runtime.messaging.pull import Puller, PullFailed
+from clearance_runtime.process import servers
+from clearance_runtime.process.outages import is_transient
 from tests.conftest import Servers
 
 STREAM, SUBJECTS, DURABLE = "PULL_TEST", "pulltest.>", "reader"

@@ -17,9 +17,10 @@ from clearance_core.folding.kinds import ref_of
 from clearance_core.folding.model import Model
 from clearance_core.rbac.index import RbacIndex
 from clearance_core.rbac.rules import ResourceAttributes, object_key
-from clearance_runtime import keys, metrics
-from clearance_runtime.mirror import StateMirror
-from clearance_runtime.state import StateStore
+from clearance_runtime.process import metrics
+from clearance_runtime.reading.mirror import StateMirror
+from clearance_runtime.storage import keys
+from clearance_runtime.storage.state import StateStore
 from tests.conftest import Servers
 from tests.support.rbac import cr, crb, rb, rule
 

@@ -12,7 +12,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from clearance_cli.services import run_service
-from clearance_runtime import health, keys
+from clearance_runtime.process import health
+from clearance_runtime.storage import keys
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, stop_task
 

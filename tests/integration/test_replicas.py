@@ -15,8 +15,8 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 
-from clearance_runtime import keys
-from clearance_runtime.lease import BUCKET
+from clearance_runtime.messaging.lease import BUCKET
+from clearance_runtime.storage import keys
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
 from tests.support.policies import policy

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from clearance_runtime import metrics
+from clearance_runtime.process import metrics
 from tests.conftest import Servers
 from tests.integration.harness import System, group
 from tests.support.rbac import binding, cluster_role

@@ -15,10 +15,11 @@ import pytest
 import redis.asyncio as aioredis
 
 from clearance_invalidator.app import Invalidator
-from clearance_runtime import health, keys
-from clearance_runtime.cache import DecisionCache, Entry
-from clearance_runtime.changes import ChangeRecord
-from clearance_runtime.state import StateStore
+from clearance_runtime.process import health
+from clearance_runtime.storage import keys
+from clearance_runtime.storage.cache import DecisionCache, Entry
+from clearance_runtime.storage.changes import ChangeRecord
+from clearance_runtime.storage.state import StateStore
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
 from tests.support.policies import policy

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from clearance_runtime import probes, servers
+from clearance_runtime.process import probes, servers
 from tests.conftest import Servers
 
 CLEARANCE = str(Path(sys.executable).parent / "clearance")

@@ -18,7 +18,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from clearance_runtime import health
+from clearance_runtime.process import health
 from clearance_watcher.manifests import ManifestSource
 from tests.conftest import Servers
 

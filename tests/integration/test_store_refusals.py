@@ -9,7 +9,7 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
-from clearance_runtime import servers
+from clearance_runtime.process import servers
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
 from tests.support.policies import policy

@@ -17,8 +17,8 @@ from clearance_core.folding.kinds import ref_of
 from clearance_core.folding.model import Model
 from clearance_core.folding.registry import REGISTRY
 from clearance_core.monitor.policy import CompiledPolicy
-from clearance_runtime import keys
-from clearance_runtime.state import StateStore
+from clearance_runtime.storage import keys
+from clearance_runtime.storage.state import StateStore
 from tests.conftest import Servers
 from tests.support.policies import policy
 

@@ -17,7 +17,7 @@ from kmock import RawHandler
 
 from clearance_api.errors import BadRequest, Unavailable
 from clearance_api.wire import Principal
-from clearance_runtime.tokens import REVIEW_PATH, TokenReviews
+from clearance_runtime.edges.tokens import REVIEW_PATH, TokenReviews
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, group
 from tests.support.policies import policy

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import redis
 
-from clearance_runtime import servers
+from clearance_runtime.process import servers
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
 from tests.support.policies import policy

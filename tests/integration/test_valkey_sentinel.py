@@ -13,7 +13,8 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from clearance_runtime import outages, store
+from clearance_runtime.process import outages
+from clearance_runtime.storage import store
 from tests.support.valkeyha import SERVICE, ValkeyHA
 
 

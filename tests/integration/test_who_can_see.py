@@ -20,7 +20,7 @@ import pytest
 
 from clearance_core.questions.audience import UNNAMED
 from clearance_decision import audience
-from clearance_runtime.reads import Reads, StateView
+from clearance_runtime.reading.reads import Reads, StateView
 from tests.conftest import Servers
 from tests.integration.harness import System, group
 from tests.support.accesspolicies import access_policy, rule

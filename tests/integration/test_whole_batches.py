@@ -14,7 +14,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from clearance_decision.decider import WHOLE_BATCH
-from clearance_runtime import keys
+from clearance_runtime.storage import keys
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, group, publish
 from tests.support.policies import policy

@@ -26,7 +26,7 @@ from clearance_core.kube.principal import Identity, effective_groups
 from clearance_core.monitor.filters import Item, RuleView, compile_filter
 from clearance_core.monitor.policy import CompiledPolicy, compile_policy
 from clearance_core.questions import answers
-from clearance_runtime.snapshot import Snapshot
+from clearance_runtime.reading.snapshot import Snapshot
 from tests.support.accesspolicies import ANYONE, CLUSTERSET_LABEL, access_policy, compiled, rule
 from tests.support.policies import policy
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import redis
 
-from clearance_runtime import servers
+from clearance_runtime.process import servers
 
 SERVICE = "clearance"
 DOWN_AFTER_MS = 600

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from clearance_runtime import bus
+from clearance_runtime.messaging import bus
 
 _token = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-",
                  min_size=1, max_size=12)

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from clearance_core.folding.fold import Affected
 from clearance_core.folding.narrowing import Narrow
-from clearance_runtime import changes, keys
-from clearance_runtime.changes import ChangeRecord, Transaction
+from clearance_runtime.storage import changes, keys
+from clearance_runtime.storage.changes import ChangeRecord, Transaction
 
 NAMES = st.sets(st.text(max_size=6), max_size=5)
 AFFECTED = st.builds(

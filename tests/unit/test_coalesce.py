@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import pytest
 import redis.exceptions
 
-from clearance_runtime.coalesce import Coalescer
+from clearance_runtime.storage.coalesce import Coalescer
 
 
 async def test_concurrent_items_share_one_call_in_chunks_and_keep_their_answers() -> None:

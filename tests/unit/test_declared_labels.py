@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from clearance_core.folding import registry
 from clearance_core.folding.families import Family, labels_with
 from clearance_core.folding.folds import FoldResult
-from clearance_runtime import keys
-from clearance_runtime.families import CLUSTERS
-from clearance_runtime.mirror import StateMirror
+from clearance_runtime.reading.mirror import StateMirror
+from clearance_runtime.storage import keys
+from clearance_runtime.storage.families import CLUSTERS
 
 _pair = msgspec.json.Decoder(tuple[str, dict[str, str]]).decode
 TAGS = Family("unit_tags", "clr:x:unit-tags", lambda v: msgspec.json.encode(v).decode(),

@@ -16,7 +16,8 @@ import yaml
 
 from clearance_api import nats_urls
 from clearance_cli.services import CLOSE_WITHIN
-from clearance_runtime import settings, store
+from clearance_runtime.process import settings
+from clearance_runtime.storage import store
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy/kubernetes"

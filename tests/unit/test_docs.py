@@ -125,7 +125,7 @@ PACKAGES = [ROOT / "libs", *sorted((ROOT / "services").glob("*"))]
 
 
 def module_files(name: str) -> list[Path]:
-    """The files a short module path (`clearance_runtime/pull.py`, `folder.py`) may be."""
+    """The files a short module path (`clearance_runtime/messaging/pull.py`, `folder.py`) may be."""
     return [path for package in PACKAGES for path in package.rglob(name)
             if path.as_posix().endswith("/" + name)]
 
@@ -169,7 +169,7 @@ def test_every_file_and_name_architecture_cites_is_there() -> None:
 
 
 def test_a_renamed_file_or_function_is_found() -> None:
-    sample = ("`folder.py`, `Folder.fold`, `pull.py`, `clearance_runtime/commits.py`, "
+    sample = ("`folder.py`, `Folder.fold`, `pull.py`, `clearance_runtime/storage/commits.py`, "
               "`Committer.commit`, `bus.position`, `nope.py`, `Folder.unfold`, "
               "`Nobody.home`, `commits.nothing`, `clearance.v1.check`")
     assert architecture_problems(sample) == [

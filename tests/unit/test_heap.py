@@ -1,5 +1,5 @@
 """A service's start settles the collector: what it imported is frozen, young
-collections are rarer (``clearance_runtime.heap``)."""
+collections are rarer (``clearance_runtime.process.heap``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 def test_settle_freezes_the_imports_and_raises_the_thresholds() -> None:
     # In a child process: freezing is for the life of the process.
-    code = ("import gc, clearance_runtime.heap as h; h.settle(); "
+    code = ("import gc, clearance_runtime.process.heap as h; h.settle(); "
             "print(gc.get_freeze_count() > 1000, gc.get_threshold() == h.THRESHOLDS, "
             "gc.isenabled())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

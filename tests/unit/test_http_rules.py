@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from clearance_console.guard import allowed_hosts
 from clearance_gateway.authzen import _accepts_partial, _decision
 from clearance_gateway.callers import allowed_callers, certificate_caller
-from clearance_runtime.settings import Settings
+from clearance_runtime.process.settings import Settings
 
 outcomes = st.sampled_from(["allow", "partial", "deny", "not_applicable", "error", None, 1])
 contexts = st.none() | st.dictionaries(

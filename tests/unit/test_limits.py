@@ -27,7 +27,7 @@ from clearance_api.wire.limits import (
     MAX_ITEMS,
     nesting_exceeds,
 )
-from clearance_runtime.responder import decode_request
+from clearance_runtime.messaging.responder import decode_request
 
 
 def depth(value: Any) -> int:

@@ -11,11 +11,11 @@ import sys
 
 import pytest
 
-from clearance_runtime.settings import Settings
+from clearance_runtime.process.settings import Settings
 
 SCRIPT = r'''
 import logging
-from clearance_runtime import logs
+from clearance_runtime.process import logs
 from clearance_core.monitor import patterns
 from clearance_api.errors import InvalidObject
 logs.configure("INFO", service="probe")
@@ -49,8 +49,8 @@ def test_library_and_service_lines_are_all_json_without_frame_locals() -> None:
 
 CHOOSE = r'''
 import logging, sys
-from clearance_runtime import logs
-from clearance_runtime.settings import Settings
+from clearance_runtime.process import logs
+from clearance_runtime.process.settings import Settings
 logs.configure("INFO", service="probe", fmt=Settings.from_env().log_format)
 logs.get("probe").info("hello", n=1)
 logging.getLogger("nats.aio.client").warning("library line")

@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from clearance_api import inboxes, nats_urls
-from clearance_runtime import bus
-from clearance_runtime.settings import Settings
+from clearance_runtime.messaging import bus
+from clearance_runtime.process.settings import Settings
 
 hosts = st.from_regex(r"[a-z][a-z0-9-]{0,10}(\.[a-z][a-z0-9-]{0,10}){0,2}", fullmatch=True)
 urls = st.builds(lambda scheme, host, port: f"{scheme}://{host}:{port}",

@@ -19,7 +19,7 @@ from clearance_core.folding import census
 from clearance_core.folding.fold import fold_policy
 from clearance_core.inherit import status as inherit_status
 from clearance_core.monitor.policy import CompiledPolicy
-from clearance_runtime import metrics, retries
+from clearance_runtime.process import metrics, retries
 from tests import observability
 from tests.support.policies import policy
 

@@ -7,7 +7,7 @@ import pytest
 import redis.exceptions as rx
 from redis._parsers.base import BaseParser
 
-from clearance_runtime.outages import is_store_outage, is_transient
+from clearance_runtime.process.outages import is_store_outage, is_transient
 
 
 @pytest.mark.parametrize("reply", [

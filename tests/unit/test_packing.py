@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from redis.asyncio.connection import Connection
 from redis.exceptions import DataError
 
-from clearance_runtime.packing import use_hiredis_packing
+from clearance_runtime.storage.packing import use_hiredis_packing
 
 ARGS = st.one_of(
     st.text(alphabet=st.characters(blacklist_categories=["Cs"])),  # encodable text

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from clearance_runtime import probes, retries
-from clearance_runtime.servers import free_port
+from clearance_runtime.process import probes, retries
+from clearance_runtime.process.servers import free_port
 
 
 @pytest.fixture(autouse=True)

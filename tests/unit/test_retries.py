@@ -11,7 +11,7 @@ import redis.exceptions
 import structlog.testing
 
 from clearance_api.errors import LostSync
-from clearance_runtime import retries
+from clearance_runtime.process import retries
 
 QUICK = retries.Backoff(first=0.01, most=0.04)
 

@@ -10,7 +10,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clearance_runtime import safeyaml
+from clearance_runtime.edges import safeyaml
 
 scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=8)
 documents = st.recursive(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from clearance_runtime.settings import Settings
+from clearance_runtime.process.settings import Settings
 
 
 def test_defaults_without_any_variable() -> None:

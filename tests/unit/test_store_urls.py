@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from clearance_runtime import store
-from clearance_runtime.settings import Settings
+from clearance_runtime.process.settings import Settings
+from clearance_runtime.storage import store
 
 
 def test_sentinel_url_names_its_sentinels_service_database_and_passwords() -> None:

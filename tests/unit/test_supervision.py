@@ -12,7 +12,7 @@ import pytest
 
 from clearance_cli import services
 from clearance_cli.services import ConnectionClosed, _closed_watch
-from clearance_runtime import metrics, retries
+from clearance_runtime.process import metrics, retries
 
 
 class FakeConnection:

@@ -17,7 +17,7 @@ from clearance_core.kube.principal import Identity
 from clearance_core.monitor.evaluate import candidates
 from clearance_core.questions import answers, unknown_names
 from clearance_core.questions.audience import UNNAMED
-from clearance_runtime.snapshot import Snapshot
+from clearance_runtime.reading.snapshot import Snapshot
 from tests.support.fleets import CLUSTERS, GROUPS, NOW, UNKNOWN, USERS, Fleet, fleets
 
 INVENTORY = sorted(["prod-us-east", "prod-us-west", "prod-eu-central", "dev-1", "dev-2"])

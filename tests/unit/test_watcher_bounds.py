@@ -24,7 +24,7 @@ from clearance_core.folding.kinds import (
     ref_of,
     subject_token,
 )
-from clearance_runtime import safeyaml
+from clearance_runtime.edges import safeyaml
 from clearance_watcher.ledger import MAX_MSG_ID, bounded_msg_id, permanent
 from clearance_watcher.manifests import FileRejected, parse_file
 

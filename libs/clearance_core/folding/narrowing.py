@@ -56,7 +56,8 @@ class Narrow(msgspec.Struct, kw_only=True, frozen=True):
     def drops(self, cluster: str | None, order: str | None) -> bool:
         """Whether an entry about ``cluster`` (None: not in the inventory when computed)
         decided by the policy of ``order`` (None: by none) is dropped. The invalidator's
-        Lua (``clearance_runtime/lua/invalidate.lua``, its narrowed call) is this predicate."""
+        Lua (``clearance_runtime/storage/lua/invalidate.lua``, its narrowed call) is this
+        predicate."""
         if cluster is None:
             return True
         if self.clusters is not None and cluster not in self.clusters:

@@ -90,7 +90,7 @@ def _selector_field(
 #: "default")`` or ``None``.
 ClusterMatch = tuple[int | None, str] | None
 #: ``match_cluster`` or an exact memo of it (a decision replica's, see
-#: ``clearance_runtime.mirror``): the same answer for the same policy, cluster and labels.
+#: ``clearance_runtime.reading.mirror``): the same answer for the same policy, cluster and labels.
 Matcher = Callable[[CompiledPolicy, str, Mapping[str, str]], ClusterMatch]
 
 

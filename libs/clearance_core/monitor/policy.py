@@ -96,7 +96,7 @@ class _Spec(msgspec.Struct, kw_only=True):
 # Compiled form ------------------------------------------------------------------------
 # Selectors and rules are not tracked by the cyclic collector (gc=False): immutable
 # values that cannot form a cycle, of which a fleet holds tens of thousands
-# (clearance_runtime.heap). CompiledPolicy is tracked: ``dict=True`` requires it.
+# (clearance_runtime.process.heap). CompiledPolicy is tracked: ``dict=True`` requires it.
 
 
 class CompiledSelector(msgspec.Struct, kw_only=True, frozen=True, gc=False):

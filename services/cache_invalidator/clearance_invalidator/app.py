@@ -25,9 +25,10 @@ from prometheus_client import Histogram
 
 from clearance_api.wire import SUBJECT_DECISIONS_CHANGED, ChangedPrincipals, DecisionsChanged
 from clearance_core.folding.fold import Affected
-from clearance_runtime import health, invalidation, keys, logs, metrics, retries
-from clearance_runtime.changes import ChangeRecord, trimmed_past
-from clearance_runtime.invalidation import Call, Invalidation
+from clearance_runtime.process import health, logs, metrics, retries
+from clearance_runtime.storage import invalidation, keys
+from clearance_runtime.storage.changes import ChangeRecord, trimmed_past
+from clearance_runtime.storage.invalidation import Call, Invalidation
 
 log = logs.get(__name__)
 

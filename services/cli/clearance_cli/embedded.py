@@ -29,8 +29,8 @@ from clearance_cli.flags import CliError
 from clearance_console.app import url as console_url
 from clearance_gateway import tls
 from clearance_gateway.app import base_url
-from clearance_runtime import heap, servers
-from clearance_runtime.settings import Settings
+from clearance_runtime.process import heap, servers
+from clearance_runtime.process.settings import Settings
 
 ENDPOINTS = "endpoints.json"
 

@@ -13,7 +13,7 @@ def read(path: Path) -> Any:
     """The one document in ``path``; CliError naming the file otherwise."""
     import yaml  # noqa: PLC0415  (0.1 s to import: only commands reading a file pay it)
 
-    from clearance_runtime import safeyaml  # noqa: PLC0415  (imports yaml)
+    from clearance_runtime.edges import safeyaml  # noqa: PLC0415  (imports yaml)
 
     try:
         text = sys.stdin.read() if str(path) == "-" else path.read_text()

@@ -12,8 +12,8 @@ import uvloop
 
 from clearance_cli import client, output
 from clearance_cli import schemas as proto_schemas
-from clearance_runtime import heap, logs
-from clearance_runtime.settings import Settings
+from clearance_runtime.process import heap, logs
+from clearance_runtime.process.settings import Settings
 
 
 def _settings(args: argparse.Namespace) -> Settings:

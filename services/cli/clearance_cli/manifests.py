@@ -1,5 +1,5 @@
 """Manifests for ``clearance validate`` and ``clearance test``: files and directories read
-as the watcher reads them (:mod:`clearance_runtime.manifest_files`), each object with
+as the watcher reads them (:mod:`clearance_runtime.edges.manifest_files`), each object with
 where it was found, and what could not be read as a :class:`Finding`."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from clearance_api.errors import InvalidObject
 from clearance_cli.flags import USAGE, CliError
 from clearance_core.folding.kinds import ObjectRef, ref_of
 from clearance_core.folding.offline import as_published
-from clearance_runtime import manifest_files
+from clearance_runtime.edges import manifest_files
 
 Severity = Literal["error", "warning"]
 

@@ -16,9 +16,11 @@ import structlog
 from nats.aio.client import Client
 
 from clearance_api.errors import ClearanceError
-from clearance_runtime import bus, logs, metrics, packing, probes, retries, store
-from clearance_runtime.lease import Lease
-from clearance_runtime.settings import Settings
+from clearance_runtime.messaging import bus
+from clearance_runtime.messaging.lease import Lease
+from clearance_runtime.process import logs, metrics, probes, retries
+from clearance_runtime.process.settings import Settings
+from clearance_runtime.storage import packing, store
 
 log = logs.get(__name__)
 NAMES = ("watcher", "compiler", "cache-invalidator", "decision", "gateway")
@@ -98,7 +100,7 @@ async def _run_once(name: str, settings: Settings) -> None:
     # redis-py's default pool of 100 refused bursts with "Too many connections" (seen in
     # the soak). A blocking pool queues instead but costs ~10% of cached-check throughput
     # (its condition and timeout per command, measured with the bench), so: a larger pool.
-    # A Sentinel URL follows the primary across failovers (clearance_runtime.store).
+    # A Sentinel URL follows the primary across failovers (clearance_runtime.storage.store).
     redis = store.connect(settings.redis_url, max_connections=REDIS_CONNECTIONS,
                           health_check_interval=10)
     packing.use_hiredis_packing(redis)  # C packing: big invalidations and batch commits

@@ -48,7 +48,7 @@ class Report(msgspec.Struct, kw_only=True):
 def offline_for(args: argparse.Namespace) -> Offline:
     """An empty :class:`Offline` with the settings a compiler here would run with
     (``--admin-namespaces`` over CLEARANCE_ADMIN_NAMESPACES)."""
-    from clearance_runtime.settings import Settings  # noqa: PLC0415 - only when run
+    from clearance_runtime.process.settings import Settings  # noqa: PLC0415 - only when run
 
     try:
         settings = Settings.from_env()
@@ -63,7 +63,7 @@ def offline_for(args: argparse.Namespace) -> Offline:
 
 
 def max_bytes() -> int:
-    from clearance_runtime.settings import Settings  # noqa: PLC0415 - only when run
+    from clearance_runtime.process.settings import Settings  # noqa: PLC0415 - only when run
 
     try:
         return Settings.from_env().manifest_max_bytes

@@ -29,11 +29,12 @@ from nats.js.errors import NotFoundError
 from clearance_api.wire import EVENTS_SUBJECTS
 from clearance_compiler.folder import Folder
 from clearance_core.inherit.authority import Authority
-from clearance_runtime import bus, health, logs, metrics, probes, retries
-from clearance_runtime.checkpoints import Checkpoints
-from clearance_runtime.jetstream import Topology
-from clearance_runtime.pull import Pulled, Puller, open_puller
-from clearance_runtime.state import StateStore
+from clearance_runtime.messaging import bus
+from clearance_runtime.messaging.checkpoints import Checkpoints
+from clearance_runtime.messaging.jetstream import Topology
+from clearance_runtime.messaging.pull import Pulled, Puller, open_puller
+from clearance_runtime.process import health, logs, metrics, probes, retries
+from clearance_runtime.storage.state import StateStore
 
 log = logs.get(__name__)
 DURABLE = "clearance-compiler"

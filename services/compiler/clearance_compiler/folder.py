@@ -2,7 +2,7 @@
 
 The kind's fold (``clearance_core.folding.registry``) does the work, pure, on the in-memory
 model of the compiled state; this room only moves bytes: it decodes each event, folds it
-into the current batch (``clearance_runtime.commits``), commits the batch in one fenced
+into the current batch (``clearance_runtime.storage.commits``), commits the batch in one fenced
 script call, and then publishes the statuses its folds produced. The message's stream
 sequence is its revision. Malformed messages and kinds no fold compiles still advance
 the revision (with an empty change record), so ``clearance.v1.status`` keeps moving and
@@ -48,10 +48,10 @@ from clearance_core.folding.folds import Fold, FoldEvent, FoldResult, reach_memb
 from clearance_core.folding.kinds import ObjectRef, ref_of, status_subject
 from clearance_core.folding.model import Model, Writes
 from clearance_core.folding.registry import REGISTRY, KindSpec
-from clearance_runtime import logs, metrics
-from clearance_runtime.commits import Batch
-from clearance_runtime.outages import is_store_error, is_transient
-from clearance_runtime.state import StateStore
+from clearance_runtime.process import logs, metrics
+from clearance_runtime.process.outages import is_store_error, is_transient
+from clearance_runtime.storage.commits import Batch
+from clearance_runtime.storage.state import StateStore
 
 log = logs.get(__name__)
 _decode_event = msgspec.json.Decoder(Event).decode

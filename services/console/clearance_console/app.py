@@ -1,7 +1,7 @@
 """``clearance console``: the ops console as a process of its own — one NATS connection,
 one HTTP server; it meets the other services only on NATS. The server listens on
 127.0.0.1 unless given another address, answers only what its guard lets through
-(``guard.py``) and keeps the bounds of ``clearance_runtime.httpserve``."""
+(``guard.py``) and keeps the bounds of ``clearance_runtime.edges.httpserve``."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from clearance_console.bus import Bus
 from clearance_console.guard import Guard
 from clearance_console.live import Live
 from clearance_console.web import MOST_BODY, application
-from clearance_runtime import bus as nats_bus
-from clearance_runtime import httpserve, logs
-from clearance_runtime.settings import Settings
+from clearance_runtime.edges import httpserve
+from clearance_runtime.messaging import bus as nats_bus
+from clearance_runtime.process import logs
+from clearance_runtime.process.settings import Settings
 
 log = logs.get(__name__)
 

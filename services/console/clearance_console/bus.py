@@ -24,7 +24,7 @@ from clearance_api.wire import (
 )
 from clearance_console.live import Live
 from clearance_console.policies import KINDS, from_subject
-from clearance_runtime import health, logs
+from clearance_runtime.process import health, logs
 
 log = logs.get(__name__)
 

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from aiohttp import web
 
 from clearance_api.errors import Refused
-from clearance_runtime.httpserve import Handler, Middleware
+from clearance_runtime.edges.httpserve import Handler, Middleware
 
 COOKIE = "clearance_console"
 WILDCARDS = ("", "0.0.0.0", "::")  # noqa: S104 - names of "every address", compared

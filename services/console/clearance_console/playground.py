@@ -34,7 +34,7 @@ from clearance_api.wire import (
 from clearance_api.wire.limits import MAX_CHECKS
 from clearance_console.bus import Bus
 from clearance_core.monitor.filters import BUILTIN_TYPES
-from clearance_runtime import safeyaml
+from clearance_runtime.edges import safeyaml
 
 #: Aliases and expanded nodes a pasted policy may have: a policy uses none or a few, and
 #: an alias bomb (a few hundred bytes expanding to billions of nodes) is refused at once.

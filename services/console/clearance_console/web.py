@@ -9,7 +9,8 @@ Server-Sent Events stream of the live snapshot.
 
 It binds to 127.0.0.1 unless told otherwise; every request passes the guard (``guard.py``:
 its Host, same-origin API calls, JSON writes, the optional token) and the bounds of
-``clearance_runtime.httpserve``; what it can do is what its NATS user may do (docs/guide/console.md,
+``clearance_runtime.edges.httpserve``; what it can do is what its NATS user may do
+(docs/guide/console.md,
 \"Ops console\").
 """
 
@@ -28,7 +29,7 @@ from clearance_api.errors import Refused
 from clearance_console import playground
 from clearance_console.bus import POLL_SECONDS, Bus
 from clearance_console.guard import Guard
-from clearance_runtime import httpserve
+from clearance_runtime.edges import httpserve
 
 STATIC = Path(str(resources.files("clearance_console") / "static"))
 BUS: web.AppKey[Bus] = web.AppKey("bus", Bus)

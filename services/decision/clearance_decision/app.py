@@ -44,13 +44,13 @@ from clearance_decision.operations import Operations
 from clearance_decision.reviews import Reviews
 from clearance_decision.routes import Route, Serve, route_table
 from clearance_decision.views import Views
-from clearance_runtime import health, logs, probes
-from clearance_runtime.cache import DecisionCache
-from clearance_runtime.checkpoints import Checkpoints
-from clearance_runtime.reads import Reads
-from clearance_runtime.responder import Responder
-from clearance_runtime.settings import Settings
-from clearance_runtime.tokens import TokenReviews
+from clearance_runtime.edges.tokens import TokenReviews
+from clearance_runtime.messaging.checkpoints import Checkpoints
+from clearance_runtime.messaging.responder import Responder
+from clearance_runtime.process import health, logs, probes
+from clearance_runtime.process.settings import Settings
+from clearance_runtime.reading.reads import Reads
+from clearance_runtime.storage.cache import DecisionCache
 
 log = logs.get(__name__)
 QUEUE = "clearance-decision"

@@ -46,7 +46,7 @@ from clearance_core.questions.audience import (
     unnamed,
 )
 from clearance_decision.decider import Decider
-from clearance_runtime.reads import Reads, Snapshot, StateView
+from clearance_runtime.reading.reads import Reads, Snapshot, StateView
 
 #: Subjects decided between two yields to the event loop.
 SLICE = 256

@@ -26,11 +26,11 @@ from clearance_api.wire import (
 from clearance_core.kube.resources import place_of
 from clearance_decision.decider import Decider
 from clearance_decision.routes import Route
-from clearance_runtime import logs
-from clearance_runtime.cache import DecisionCache
-from clearance_runtime.health import Probe
-from clearance_runtime.reads import STORE_OUTAGES, Reads, unavailable
-from clearance_runtime.responder import reply_to
+from clearance_runtime.messaging.responder import reply_to
+from clearance_runtime.process import logs
+from clearance_runtime.process.health import Probe
+from clearance_runtime.reading.reads import STORE_OUTAGES, Reads, unavailable
+from clearance_runtime.storage.cache import DecisionCache
 
 log = logs.get(__name__)
 _encode = msgspec.json.Encoder().encode

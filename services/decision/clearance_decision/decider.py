@@ -46,8 +46,10 @@ from clearance_decision.entries import (
     unpack_trace,
 )
 from clearance_decision.views import principal_snapshot
-from clearance_runtime import metrics
-from clearance_runtime.cache import (
+from clearance_runtime.process import metrics
+from clearance_runtime.process.health import Probe
+from clearance_runtime.reading.reads import Reads, Snapshot
+from clearance_runtime.storage.cache import (
     DecisionCache,
     Entry,
     batch_key,
@@ -55,8 +57,6 @@ from clearance_runtime.cache import (
     entry_key,
     trace_key,
 )
-from clearance_runtime.health import Probe
-from clearance_runtime.reads import Reads, Snapshot
 
 #: Checks from which a batch that missed whole is cached as one entry (a smaller one is
 #: cached answer by answer, as single checks are: each invalidated precisely).

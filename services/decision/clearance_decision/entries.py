@@ -2,7 +2,7 @@
 
 An answer is cached under ``clr:dc3:<digest>`` behind the header the narrowed
 invalidation reads (its cluster, if in the inventory, and its deciding policy's order:
-``clearance_runtime.invalidation``), with the moment it stops holding. Its explanation
+``clearance_runtime.storage.invalidation``), with the moment it stops holding. Its explanation
 (the trace) is cached apart, under ``clr:dt3:<digest>``, and only when an explanation was
 asked: it lists every candidate policy, consulted or not, so a policy change alters it
 where the answer itself holds, and a narrowed invalidation always drops it. Apart, it
@@ -25,7 +25,7 @@ import zlib
 import msgspec
 
 from clearance_api.wire import CheckResult, TraceStep
-from clearance_runtime.invalidation import entry_blob, entry_body
+from clearance_runtime.storage.invalidation import entry_blob, entry_body
 
 
 class Stored(msgspec.Struct, array_like=True):

@@ -41,7 +41,7 @@ from clearance_core.kube.principal import Identity
 from clearance_core.questions.audience import Subject
 from clearance_core.questions.impact import Impact, Monitors
 from clearance_core.questions.simulate import dry_run
-from clearance_runtime.reads import Reads
+from clearance_runtime.reading.reads import Reads
 
 ACCESS_POLICY = "accesspolicy"
 _encode = msgspec.json.Encoder().encode

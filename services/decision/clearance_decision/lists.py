@@ -29,7 +29,7 @@ from clearance_core.questions.listing import aggregations
 from clearance_core.questions.placed import as_items
 from clearance_decision.decider import DEFAULT_BUDGET, within_budget
 from clearance_decision.views import principal_snapshot
-from clearance_runtime.reads import Reads
+from clearance_runtime.reading.reads import Reads
 
 
 def _checked(kind: str, item: ListItem, index: int) -> str | None:

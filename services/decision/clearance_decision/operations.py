@@ -20,8 +20,8 @@ from clearance_api.wire import (
 )
 from clearance_core.folding.status import policy_status
 from clearance_core.kube.resources import principal_digest
-from clearance_runtime.cache import DecisionCache
-from clearance_runtime.reads import Reads
+from clearance_runtime.reading.reads import Reads
+from clearance_runtime.storage.cache import DecisionCache
 
 
 class Operations:

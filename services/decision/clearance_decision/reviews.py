@@ -4,7 +4,7 @@
 returns the same object with its ``status``; ``review.rules`` answers in the
 SelfSubjectRulesReview shape; ``review.resource`` is "who can" (ResourceAccessReview).
 
-The RBAC index comes from :meth:`clearance_runtime.reads.Reads.rbac_index` (built in
+The RBAC index comes from :meth:`clearance_runtime.reading.reads.Reads.rbac_index` (built in
 this process, then updated change by change from the compiler's RBAC change log): answers
 cost an index lookup, not a scan of every binding. Request groups are the effective
 groups of every decision: the given groups, the OpenShift Groups listing the user, and
@@ -33,7 +33,7 @@ from clearance_core.kube.resources import check_principal
 from clearance_core.rbac import search
 from clearance_core.rbac.index import RbacIndex
 from clearance_core.rbac.rules import Attributes, NonResourceAttributes, ResourceAttributes
-from clearance_runtime.reads import Reads
+from clearance_runtime.reading.reads import Reads
 
 
 class Reviews:

@@ -23,9 +23,9 @@ import msgspec
 
 from clearance_api.errors import BadRequest
 from clearance_api.wire import REQUESTS, PrincipalBase
-from clearance_runtime.reads import STORE_OUTAGES, Reads, unavailable
-from clearance_runtime.responder import decode_request
-from clearance_runtime.tokens import TokenReviews
+from clearance_runtime.edges.tokens import TokenReviews
+from clearance_runtime.messaging.responder import decode_request
+from clearance_runtime.reading.reads import STORE_OUTAGES, Reads, unavailable
 
 #: request Struct -> reply Struct (typed as ``REQUESTS`` says; checked at start).
 Handler = Callable[[Any], Awaitable[Any]]

@@ -25,7 +25,7 @@ from clearance_core.kube.principal import Identity
 from clearance_core.kube.resources import check_principal
 from clearance_core.monitor.evaluate import candidates, matched_by, skip_reason
 from clearance_core.questions import answers, unknown_names
-from clearance_runtime.reads import Reads, Snapshot
+from clearance_runtime.reading.reads import Reads, Snapshot
 
 
 async def principal_snapshot(

@@ -7,7 +7,7 @@
   may ask: every other needs an authenticated caller, :mod:`.callers`).
 
 It listens on 127.0.0.1 unless ``CLEARANCE_GATEWAY_HOST`` says otherwise, and keeps the
-bounds of ``clearance_runtime.httpserve``: connections, the time to send a request's
+bounds of ``clearance_runtime.edges.httpserve``: connections, the time to send a request's
 head and body, body bytes, and the checks one request may cause (:mod:`.authzen`).
 
 A thin service like the others: it meets the decision service only on the
@@ -29,9 +29,10 @@ from clearance_gateway.authzen import AuthZen
 from clearance_gateway.callers import Callers
 from clearance_gateway.upstream import MAX_BODY, Upstream
 from clearance_gateway.webhook import Webhook
-from clearance_runtime import httpserve, logs, probes
-from clearance_runtime.settings import Settings
-from clearance_runtime.tokens import TokenReviews
+from clearance_runtime.edges import httpserve
+from clearance_runtime.edges.tokens import TokenReviews
+from clearance_runtime.process import logs, probes
+from clearance_runtime.process.settings import Settings
 
 log = logs.get(__name__)
 WILDCARDS = ("", "0.0.0.0", "::")  # noqa: S104 - names of "every address", compared

@@ -45,7 +45,7 @@ from clearance_api.wire import SUBJECT_BATCH, FieldValue, Resource
 from clearance_api.wire.limits import MAX_CHECKS, MAX_GROUPS
 from clearance_core.kube.resources import cluster_of
 from clearance_gateway.upstream import Upstream, json_object, status_of
-from clearance_runtime.httpserve import Bounds
+from clearance_runtime.edges.httpserve import Bounds
 
 ACTIONS = ("view", "view_metrics")
 #: Checks in one ``check.batch`` the gateway sends, and such batches in flight per HTTP

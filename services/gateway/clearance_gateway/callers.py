@@ -8,7 +8,7 @@ authenticated caller, or gets ``401`` and no decision.
   Kubernetes names certificate users: the subject's common name is the user, its
   organizations are the groups.
 * ``token`` — ``Authorization: Bearer <token>``, a Kubernetes bearer token that a
-  TokenReview authenticates (``clearance_runtime.tokens``, cached at most 60 s, the
+  TokenReview authenticates (``clearance_runtime.edges.tokens``, cached at most 60 s, the
   audiences of ``CLEARANCE_TOKEN_AUDIENCES`` enforced). This is how an API server whose
   webhook kubeconfig holds a ``token`` authenticates.
 * ``mtls-or-token`` — either.
@@ -34,9 +34,9 @@ from aiohttp import web
 from clearance_api.errors import BadRequest, Refused, RequestError
 from clearance_api.wire.limits import MAX_TOKEN
 from clearance_gateway.upstream import status_of
-from clearance_runtime import logs
-from clearance_runtime.httpserve import Handler, Middleware
-from clearance_runtime.tokens import TokenReviews, fingerprint
+from clearance_runtime.edges.httpserve import Handler, Middleware
+from clearance_runtime.edges.tokens import TokenReviews, fingerprint
+from clearance_runtime.process import logs
 
 log = logs.get(__name__)
 

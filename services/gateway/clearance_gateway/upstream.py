@@ -26,7 +26,7 @@ from clearance_api.errors import (
     Unavailable,
 )
 from clearance_api.wire.limits import MAX_DEPTH, nesting_exceeds
-from clearance_runtime.httpserve import Bounds, read_body
+from clearance_runtime.edges.httpserve import Bounds, read_body
 
 _ERRORS: dict[str, type[RequestError]] = {
     "bad_request": BadRequest, "not_found": NotFound, "stale": Stale,

@@ -25,8 +25,8 @@ from aiohttp import web
 from clearance_api.errors import BadRequest, Internal, RequestError
 from clearance_api.wire import SUBJECT_REVIEW_SUBJECT
 from clearance_gateway.upstream import Upstream, json_object, status_of
-from clearance_runtime import logs
-from clearance_runtime.httpserve import Bounds
+from clearance_runtime.edges.httpserve import Bounds
+from clearance_runtime.process import logs
 
 log = logs.get(__name__)
 

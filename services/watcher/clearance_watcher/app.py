@@ -10,8 +10,9 @@ import redis.asyncio as aioredis
 import redis.exceptions
 from nats.aio.client import Client
 
-from clearance_runtime import bus, health, logs, metrics, probes
-from clearance_runtime.settings import Settings
+from clearance_runtime.messaging import bus
+from clearance_runtime.process import health, logs, metrics, probes
+from clearance_runtime.process.settings import Settings
 from clearance_watcher.ledger import Ledger
 from clearance_watcher.manifests import ManifestSource
 

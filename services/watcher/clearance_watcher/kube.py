@@ -45,7 +45,8 @@ from kubernetes_asyncio.client import ApiException
 from clearance_api.errors import GoneError
 from clearance_api.wire import EventType
 from clearance_core.folding.registry import WATCHED
-from clearance_runtime import health, kubeclient, logs, retries
+from clearance_runtime.edges import kubeclient
+from clearance_runtime.process import health, logs, retries
 from clearance_watcher.ledger import Sink
 
 log = logs.get(__name__)

@@ -51,10 +51,11 @@ from clearance_api.wire import EVENTS_SUBJECTS, Event, EventType
 from clearance_core.folding import rejections
 from clearance_core.folding.kinds import ObjectRef, content_hash, event_subject, over_limits, ref_of
 from clearance_core.folding.registry import STATUS_WRITTEN
-from clearance_runtime import bus, logs, metrics, retries
-from clearance_runtime.jetstream import Topology
-from clearance_runtime.outages import is_transient
-from clearance_runtime.pull import open_puller
+from clearance_runtime.messaging import bus
+from clearance_runtime.messaging.jetstream import Topology
+from clearance_runtime.messaging.pull import open_puller
+from clearance_runtime.process import logs, metrics, retries
+from clearance_runtime.process.outages import is_transient
 
 log = logs.get(__name__)
 SOURCE_HEADER = "Clearance-Source"
@@ -158,7 +159,7 @@ class Ledger:
         name = loader_name(self._source)
         with contextlib.suppress(nats.js.errors.NotFoundError):
             await self._js.delete_consumer(self._topology.stream, name)
-        # Read with the compiler's reader (``clearance_runtime.pull``): nats-py's fetch
+        # Read with the compiler's reader (``clearance_runtime.messaging.pull``): nats-py's fetch
         # spent 45 us per message, most of a restart's reload of a large stream.
         puller = await open_puller(self._js, self._topology.stream, ConsumerConfig(
             name=name,

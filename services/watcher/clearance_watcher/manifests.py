@@ -11,10 +11,10 @@ were (never half-published, never deleted because of a typo). So is a file that 
 cost too much to read, and that is counted as a rejection
 (``clearance_watcher_rejected_total{kind="file",reason}``): one over
 ``CLEARANCE_MANIFEST_MAX_BYTES`` (``file_too_large``: not even read), or one whose YAML
-aliases would expand beyond ``clearance_runtime.safeyaml``'s bounds (``yaml_aliases``: a
+aliases would expand beyond ``clearance_runtime.edges.safeyaml``'s bounds (``yaml_aliases``: a
 500-byte "billion laughs" loads as a small graph and explodes when the event is encoded).
 The other files, and later changes to them, are published as usual. Files are read by
-:mod:`clearance_runtime.manifest_files`, as ``clearance validate`` reads them.
+:mod:`clearance_runtime.edges.manifest_files`, as ``clearance validate`` reads them.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from typing import Any
 from clearance_api.errors import InvalidObject
 from clearance_core.folding.kinds import ref_of
 from clearance_core.folding.registry import WATCHED
-from clearance_runtime import health, logs, manifest_files, metrics
+from clearance_runtime.edges import manifest_files
+from clearance_runtime.process import health, logs, metrics
 from clearance_watcher.ledger import Sink
 
 log = logs.get(__name__)

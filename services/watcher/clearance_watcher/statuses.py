@@ -56,7 +56,7 @@ from clearance_api.wire import (
 from clearance_core.folding.kinds import ObjectRef, ref_of, status_subject
 from clearance_core.folding.registry import REGISTRY, STATUS_WRITTEN
 from clearance_core.kube import status_patch
-from clearance_runtime import health, logs, metrics, retries
+from clearance_runtime.process import health, logs, metrics, retries
 from clearance_watcher import kube
 from clearance_watcher.ledger import Ledger
 

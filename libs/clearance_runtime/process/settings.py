@@ -18,8 +18,8 @@ import msgspec
 from clearance_api import inboxes, nats_urls
 from clearance_api.wire import EVENTS_STREAM
 from clearance_core.inherit.authority import parse_namespaces
-from clearance_runtime import store
-from clearance_runtime.jetstream import DEFAULT_LEASE_BUCKET, Topology
+from clearance_runtime.messaging.jetstream import DEFAULT_LEASE_BUCKET, Topology
+from clearance_runtime.storage import store
 
 _Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]
 _NonNegative = Annotated[int, msgspec.Meta(ge=0)]
@@ -33,7 +33,7 @@ _BUCKET_NAME = r"^[A-Za-z0-9_-]{1,60}$"
 class Settings(msgspec.Struct, kw_only=True, frozen=True):
     #: One NATS server or a cluster's several: URLs separated by commas and/or spaces,
     #: each ``nats://`` or ``tls://`` (``user:password@`` allowed); a connection goes to
-    #: any of them and moves to another when its node is lost (clearance_runtime.bus).
+    #: any of them and moves to another when its node is lost (clearance_runtime.messaging.bus).
     nats_url: str = "nats://127.0.0.1:4222"
     redis_url: str = "redis://127.0.0.1:6379/0"
     decision_cache_ttl: _NonNegative = 300
@@ -106,7 +106,7 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     simulate_access_rows: _Positive = 2_000
 
     # -- HTTP surfaces (gateway, console, metrics): where they listen, who may ask, and
-    # how much one client may hold or cause (clearance_runtime/httpserve.py).
+    # how much one client may hold or cause (clearance_runtime/edges/httpserve.py).
     #: Address of the metrics/probe server (deploy/ sets 0.0.0.0 for Prometheus and
     #: the kubelet's probes).
     metrics_host: str = "127.0.0.1"
@@ -136,7 +136,7 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     #: Copies JetStream keeps of the event stream, the services' consumers and the lease
     #: bucket (1..5; at most the cluster's nodes). 3 on a 3-node cluster: a node's loss
     #: costs a leader election, not the stream. Existing ones are brought to this count
-    #: when a service starts (clearance_runtime.jetstream).
+    #: when a service starts (clearance_runtime.messaging.jetstream).
     jetstream_replicas: Annotated[int, msgspec.Meta(ge=1, le=5)] = 1
     #: The event stream's name (its subjects stay clearance.events.>).
     stream_name: Annotated[str, msgspec.Meta(pattern=_STREAM_NAME)] = EVENTS_STREAM

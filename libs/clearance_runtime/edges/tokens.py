@@ -36,7 +36,8 @@ import msgspec
 
 from clearance_api.errors import BadRequest, Unavailable
 from clearance_api.wire import Principal
-from clearance_runtime import kubeclient, logs
+from clearance_runtime.edges import kubeclient
+from clearance_runtime.process import logs
 
 log = logs.get(__name__)
 

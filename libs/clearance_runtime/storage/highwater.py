@@ -27,8 +27,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from clearance_api.errors import Unavailable
-from clearance_runtime import metrics
-from clearance_runtime.health import Probe
+from clearance_runtime.process import metrics
+from clearance_runtime.process.health import Probe
 
 #: Replaced builds remembered (each is a few dozen bytes; rebuilds are rare).
 LEFT_KEPT = 16

@@ -26,9 +26,9 @@ from clearance_core.inherit.authority import Authority, parse_namespaces
 from clearance_core.inherit.hierarchy import Target
 from clearance_core.inherit.index import InheritanceIndex
 from clearance_core.inherit.merge import EffectivePolicy
-from clearance_runtime import keys
-from clearance_runtime.families import decode_labels
-from clearance_runtime.inherit_store import (
+from clearance_runtime.storage import keys
+from clearance_runtime.storage.families import decode_labels
+from clearance_runtime.storage.inherit_store import (
     decode_conditions,
     decode_effective,
     decode_excluded,
@@ -36,7 +36,7 @@ from clearance_runtime.inherit_store import (
     location,
     stored,
 )
-from clearance_runtime.replies import blob, text
+from clearance_runtime.storage.replies import blob, text
 
 
 class Simulation:

@@ -38,7 +38,7 @@ from clearance_api import inboxes
 from clearance_api.errors import BadRequest, Internal, RequestError
 from clearance_api.wire import ErrorBody, ErrorReply
 from clearance_api.wire.limits import MAX_DEPTH, nesting_exceeds
-from clearance_runtime import logs, metrics
+from clearance_runtime.process import logs, metrics
 
 log = logs.get(__name__)
 Handler = Callable[[bytes], Awaitable[bytes]]

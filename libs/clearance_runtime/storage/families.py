@@ -18,7 +18,7 @@ from clearance_core.folding import registry
 from clearance_core.folding.families import Family
 from clearance_core.monitor.metricsource import CompiledSource
 from clearance_core.monitor.policy import CompiledPolicy
-from clearance_runtime import keys
+from clearance_runtime.storage import keys
 
 _msgpack = msgspec.msgpack.Encoder().encode
 _json = msgspec.json.Encoder().encode

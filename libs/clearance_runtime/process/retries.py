@@ -5,7 +5,7 @@ ack, the compiler's and the invalidator's loops, the lease bucket, a Kubernetes 
 service the supervisor restarts — goes through :func:`forever`:
 
 * **What** is retried is a predicate on the error: by default
-  :func:`clearance_runtime.outages.is_transient` (store and bus outages); the supervisor
+  :func:`clearance_runtime.process.outages.is_transient` (store and bus outages); the supervisor
   and the Kubernetes source take :func:`any_error` (one service's defect, or one kind's
   API failure, must not end the others). Anything else is raised at once.
 * **How long** to wait is one of two schedules, both exponential with jitter and without
@@ -30,8 +30,8 @@ import stamina
 import stamina.instrumentation
 from prometheus_client import Counter
 
-from clearance_runtime import logs, probes
-from clearance_runtime.outages import is_transient
+from clearance_runtime.process import logs, probes
+from clearance_runtime.process.outages import is_transient
 
 log = logs.get(__name__)
 T = TypeVar("T")

@@ -1,5 +1,5 @@
 """The Lua script library: each script Clearance runs in Valkey is one ``.lua`` file in
-``clearance_runtime/lua/``, read once and registered with redis-py (EVALSHA, loaded again
+``clearance_runtime/storage/lua/``, read once and registered with redis-py (EVALSHA, loaded again
 on NOSCRIPT).
 
 Kept as files rather than Python strings so that a script can be read, linted and tested
@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
 
 #: The directory of the library, inside the installed package.
-LIBRARY = resources.files("clearance_runtime") / "lua"
+LIBRARY = resources.files("clearance_runtime.storage") / "lua"
 
 
 @functools.cache

@@ -21,7 +21,7 @@ from nats.js.api import StreamConfig
 
 from clearance_api.errors import ClearanceError
 from clearance_api.wire import EVENTS_STREAM
-from clearance_runtime import logs
+from clearance_runtime.process import logs
 
 log = logs.get(__name__)
 

@@ -18,7 +18,7 @@ import msgspec
 from clearance_core.rbac.bindings import BindingId
 from clearance_core.rbac.index import RbacIndex
 from clearance_core.rbac.rules import Binding, Role, RoleKey, is_role_key
-from clearance_runtime import logs, metrics
+from clearance_runtime.process import logs, metrics
 
 log = logs.get(__name__)
 _encoder = msgspec.msgpack.Encoder()

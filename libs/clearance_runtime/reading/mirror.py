@@ -40,15 +40,16 @@ from clearance_core.kube.principal import Identity
 from clearance_core.monitor.evaluate import ClusterMatch, Matcher, match_cluster
 from clearance_core.monitor.policy import CompiledPolicy
 from clearance_core.questions.placement import NamespaceIndex
-from clearance_runtime import families, health, keys
-from clearance_runtime.changes import trimmed_past
-from clearance_runtime.coalesce import Coalescer
-from clearance_runtime.families import decode_labels, decode_policy, decode_users
-from clearance_runtime.highwater import HighWater
-from clearance_runtime.inherit_store import decode_effective, location
-from clearance_runtime.rbac_store import RbacMirror
-from clearance_runtime.replies import blob, text
-from clearance_runtime.snapshot import Snapshot
+from clearance_runtime.process import health
+from clearance_runtime.reading.snapshot import Snapshot
+from clearance_runtime.storage import families, keys
+from clearance_runtime.storage.changes import trimmed_past
+from clearance_runtime.storage.coalesce import Coalescer
+from clearance_runtime.storage.families import decode_labels, decode_policy, decode_users
+from clearance_runtime.storage.highwater import HighWater
+from clearance_runtime.storage.inherit_store import decode_effective, location
+from clearance_runtime.storage.rbac_store import RbacMirror
+from clearance_runtime.storage.replies import blob, text
 
 _FLEET_FIELD = location(hierarchy.FLEET)[1]
 _CLUSTER_FIELD = location(hierarchy.cluster(""))[1]  # + the cluster's name

@@ -24,7 +24,8 @@ import msgspec
 import redis.asyncio as aioredis
 
 from clearance_api.errors import Stale, Unavailable
-from clearance_runtime import keys, metrics, probes
+from clearance_runtime.process import metrics, probes
+from clearance_runtime.storage import keys
 
 SERVICES = ("watcher", "compiler", "cache-invalidator", "decision")
 #: Services whose every process is active at once, each beating under its own id.

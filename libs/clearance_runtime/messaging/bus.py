@@ -19,8 +19,9 @@ from nats.js.errors import NotFoundError
 
 from clearance_api import inboxes, nats_urls
 from clearance_api.wire import EVENTS_SUBJECTS
-from clearance_runtime import jetstream, logs, retries
-from clearance_runtime.jetstream import Topology
+from clearance_runtime.messaging import jetstream
+from clearance_runtime.messaging.jetstream import Topology
+from clearance_runtime.process import logs, retries
 
 log = logs.get(__name__)
 DEFAULT = jetstream.DEFAULT
@@ -137,7 +138,7 @@ async def ensure_stream(js: JetStreamContext, topology: Topology = DEFAULT, *,
     """Create the event stream if it does not exist (racing creators are fine), with
     ``topology``'s replicas; an existing one is brought to that count (``reconcile``;
     else a difference is only logged) and otherwise left as it is
-    (clearance_runtime.jetstream)."""
+    (clearance_runtime.messaging.jetstream)."""
     try:
         await jetstream.reconcile(js, topology.stream, replicas=topology.replicas,
                                   update=reconcile)

@@ -19,8 +19,8 @@ import msgspec
 import redis.asyncio as aioredis
 
 from clearance_core.folding.narrowing import Narrow
-from clearance_runtime import keys, scripts
-from clearance_runtime.luapack import as_str
+from clearance_runtime.storage import keys, scripts
+from clearance_runtime.storage.luapack import as_str
 
 _head = msgspec.msgpack.Encoder().encode
 #: Longest header (a 2-byte length); a longer one (a huge cluster name) is replaced by

@@ -27,8 +27,8 @@ from clearance_core.inherit.accesspolicy import CompiledAccessPolicy
 from clearance_core.inherit.hierarchy import Target
 from clearance_core.inherit.merge import EffectivePolicy
 from clearance_core.inherit.status import ExcludedAt
-from clearance_runtime import keys
-from clearance_runtime.replies import blob, text
+from clearance_runtime.storage import keys
+from clearance_runtime.storage.replies import blob, text
 
 _encode = msgspec.msgpack.Encoder().encode
 _json = msgspec.json.Encoder().encode

@@ -32,7 +32,7 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 
 from clearance_api.errors import ClearanceError
-from clearance_runtime import bus
+from clearance_runtime.messaging import bus
 
 #: The status a JetStream server puts in the header of a message that is not a stream
 #: message: the end of a request (404 no messages, 408 expired, 409 conflict), an idle

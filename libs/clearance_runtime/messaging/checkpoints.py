@@ -20,7 +20,7 @@ import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
-from clearance_runtime import logs
+from clearance_runtime.process import logs
 
 log = logs.get(__name__)
 BUCKET = "CLEARANCE_CHECKPOINTS"

@@ -34,12 +34,13 @@ from clearance_core.kube.principal import Identity, effective_groups, identity_o
 from clearance_core.monitor.metricsource import CompiledSource
 from clearance_core.monitor.policy import CompiledPolicy
 from clearance_core.rbac.index import RbacIndex
-from clearance_runtime import health, keys, outages
-from clearance_runtime.families import decode_source
-from clearance_runtime.highwater import HighWater
-from clearance_runtime.inherit_reads import InheritReads
-from clearance_runtime.mirror import StateMirror
-from clearance_runtime.snapshot import Snapshot
+from clearance_runtime.process import health, outages
+from clearance_runtime.reading.inherit_reads import InheritReads
+from clearance_runtime.reading.mirror import StateMirror
+from clearance_runtime.reading.snapshot import Snapshot
+from clearance_runtime.storage import keys
+from clearance_runtime.storage.families import decode_source
+from clearance_runtime.storage.highwater import HighWater
 
 __all__ = ["STORE_OUTAGES", "Counts", "Reads", "Snapshot", "StateView", "unavailable"]
 #: The failures that mean "the state store is unreachable" (or failing over: a replica's

@@ -42,8 +42,9 @@ from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
 from clearance_api.errors import LeaseLost
-from clearance_runtime import health, jetstream, logs, probes, retries
-from clearance_runtime.jetstream import Topology
+from clearance_runtime.messaging import jetstream
+from clearance_runtime.messaging.jetstream import Topology
+from clearance_runtime.process import health, logs, probes, retries
 
 log = logs.get(__name__)
 BUCKET = jetstream.DEFAULT_LEASE_BUCKET

@@ -23,11 +23,12 @@ import msgspec
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from clearance_runtime import health, keys, metrics, scripts
-from clearance_runtime.coalesce import Coalescer
-from clearance_runtime.highwater import HighWater
-from clearance_runtime.invalidation import Invalidation
-from clearance_runtime.luapack import as_str
+from clearance_runtime.process import health, metrics
+from clearance_runtime.storage import keys, scripts
+from clearance_runtime.storage.coalesce import Coalescer
+from clearance_runtime.storage.highwater import HighWater
+from clearance_runtime.storage.invalidation import Invalidation
+from clearance_runtime.storage.luapack import as_str
 
 _pack = msgspec.msgpack.Encoder().encode
 

@@ -1,7 +1,7 @@
 """Batch commits: the writes of many consecutive events in one fenced script call.
 
 The compiler folds a batch of stream messages in memory, in order, each into its own
-:class:`~clearance_runtime.changes.Transaction` (its writes and its change record), and
+:class:`~clearance_runtime.storage.changes.Transaction` (its writes and its change record), and
 commits the whole batch with the checkpoint moved to the batch's last sequence in one
 Lua script: one round trip instead of one per event. What readers see is unchanged:
 every event keeps its change record (``<revision>-0``), so the cache-invalidator, the
@@ -30,8 +30,8 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from clearance_api.errors import LostSync
-from clearance_runtime import keys, scripts
-from clearance_runtime.changes import Transaction
+from clearance_runtime.storage import keys, scripts
+from clearance_runtime.storage.changes import Transaction
 
 _pack = msgspec.msgpack.Encoder().encode
 

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import yaml
 
 from clearance_api.errors import InvalidObject
-from clearance_runtime import safeyaml
+from clearance_runtime.edges import safeyaml
 
 SUFFIXES = (".yaml", ".yml", ".json")
 #: CLEARANCE_MANIFEST_MAX_BYTES's default.

@@ -21,12 +21,17 @@ from clearance_core.folding.model import Model
 from clearance_core.folding.rbac_changes import RbacModel
 from clearance_core.inherit.authority import Authority
 from clearance_core.inherit.index import InheritanceIndex
-from clearance_runtime import families, keys, rbac_store
-from clearance_runtime.changes import Transaction
-from clearance_runtime.commits import Batch, Committer
-from clearance_runtime.families import decode_labels, decode_policy, decode_source, decode_users
-from clearance_runtime.inherit_store import stored
-from clearance_runtime.replies import text
+from clearance_runtime.storage import families, keys, rbac_store
+from clearance_runtime.storage.changes import Transaction
+from clearance_runtime.storage.commits import Batch, Committer
+from clearance_runtime.storage.families import (
+    decode_labels,
+    decode_policy,
+    decode_source,
+    decode_users,
+)
+from clearance_runtime.storage.inherit_store import stored
+from clearance_runtime.storage.replies import text
 
 #: Keys per SCAN page (and per UNLINK) while wiping: each a short command, so decisions
 #: and the cache are served between them.

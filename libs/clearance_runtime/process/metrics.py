@@ -15,7 +15,7 @@ from prometheus_client import REGISTRY, Counter, Gauge, Histogram, Info
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from clearance_runtime import probes
+from clearance_runtime.process import probes
 
 DECISIONS = Counter(
     "clearance_decisions_total", "Decisions answered, by subject and result",

@@ -21,10 +21,10 @@ from clearance_core.folding.fold import Affected
 from clearance_core.monitor.metricsource import CompiledSource
 from clearance_core.monitor.policy import CompiledPolicy
 from clearance_core.rbac.rules import Binding, Role
-from clearance_runtime import families, keys, rbac_store
-from clearance_runtime.inherit_store import InheritWrites
-from clearance_runtime.luapack import as_str
-from clearance_runtime.replies import text
+from clearance_runtime.storage import families, keys, rbac_store
+from clearance_runtime.storage.inherit_store import InheritWrites
+from clearance_runtime.storage.luapack import as_str
+from clearance_runtime.storage.replies import text
 
 _msgpack = msgspec.msgpack.Encoder()
 
