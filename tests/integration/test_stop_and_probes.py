@@ -161,7 +161,9 @@ def test_a_valkey_outage_fails_readiness_never_liveness(tmp_path: Path) -> None:
     try:
         wait_for(lambda: get(port, "/readyz")[0] == 200)
         valkey_srv.kill()
-        _status, text = wait_for(lambda: (r := get(port, "/readyz"))[0] == 503 and r)
+        # Each service finds the outage on its own probe: wait for the decision's.
+        _status, text = wait_for(lambda: (r := get(port, "/readyz"))[0] == 503
+                                 and "decision" in json.loads(r[1])["problems"] and r)
         problems = json.loads(text)["problems"]
         assert "Valkey unreachable" in problems["decision"], problems
         assert "gateway" not in problems  # it uses no store
