@@ -8,6 +8,7 @@ a FLUSHALL. Every process started here is stopped by :meth:`Deployment.close`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import os
@@ -18,7 +19,7 @@ import sys
 from pathlib import Path
 
 from nats.js import JetStreamContext
-from nats.js.errors import NotFoundError
+from nats.js.errors import BadRequestError, NotFoundError
 
 from clearance_api.wire import EVENTS_STREAM
 from clearance_runtime.messaging import bus
@@ -146,8 +147,19 @@ async def create_stream(js: JetStreamContext, replicas: int = 1) -> None:
     suite needs every message ever appended to rebuild the reference at any revision."""
     with contextlib.suppress(NotFoundError):
         await js.delete_stream(EVENTS_STREAM)
-    config = bus.stream_config(Topology(replicas=replicas))
-    await js.add_stream(dataclasses.replace(config, max_msgs_per_subject=-1))
+    config = dataclasses.replace(bus.stream_config(Topology(replicas=replicas)),
+                                 max_msgs_per_subject=-1)
+    # A cluster's meta leader answers before every node has joined it: until then an R3
+    # stream finds "no suitable peers for placement" (err_code 10005).
+    deadline = asyncio.get_running_loop().time() + 30
+    while True:
+        try:
+            await js.add_stream(config)
+            return
+        except BadRequestError as exc:
+            if exc.err_code != 10005 or asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.2)
 
 
 async def stream_leader(js: JetStreamContext) -> int:
