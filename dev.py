@@ -34,7 +34,8 @@ STAMP = VENV / ".clearance-installed"
 
 
 def _fingerprint() -> str:
-    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes()
+                          + (ROOT / "libs" / "pyproject.toml").read_bytes()).hexdigest()
 
 
 def ensure_venv() -> None:
@@ -47,7 +48,9 @@ def ensure_venv() -> None:
         venv.EnvBuilder(with_pip=True).create(VENV)
     print("installing Clearance and its pinned dependencies into .venv/ ...", flush=True)
     pip = [str(BIN / "python"), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "-e", f"{ROOT}[dev]"], check=True)
+    # The client distribution (libs/: clearance_api + clearance_client) in the same
+    # resolution: the servers' distribution depends on it.
+    subprocess.run([*pip, "-e", str(ROOT / "libs"), "-e", f"{ROOT}[dev]"], check=True)
     STAMP.write_text(_fingerprint())
 
 
