@@ -15,7 +15,7 @@ COPY pyproject.toml README.md ./
 COPY libs ./libs
 COPY services ./services
 RUN python -m venv /opt/clearance \
- && /opt/clearance/bin/pip install . \
+ && /opt/clearance/bin/pip install ./libs . \
  && /opt/clearance/bin/clearance --help > /dev/null
 
 FROM python:3.11-slim
