@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: its harness
 import facts
 import install
-from peer import BATCH, Peer, cpu_seconds
+from peer import BATCH, Peer, Served, cpu_seconds
 
 #: Users of each shape's questions, apart so that no shape warms another's.
 EQUAL_USERS = range(1000)
@@ -94,7 +94,7 @@ async def drive(call: Callable[[Any], Awaitable[None]], requests: Sequence[Any],
     return done / (time.perf_counter() - began), top
 
 
-async def shape(peer: Peer, label: str, call: Callable[[Any], Awaitable[None]],
+async def shape(peer: Served, label: str, call: Callable[[Any], Awaitable[None]],
                 requests: Sequence[Any], *, per_request: int, seconds: float,
                 inflight: int, warm: bool) -> dict[str, Any]:
     """One shape's figures. ``warm``: the pool is asked once first (cached shapes);

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,28 +12,34 @@ from loadgen import cpu_seconds as _one
 BATCH = 100
 
 
-class Peer:
-    """A system under test: how to ask it, and which processes are its server."""
+class Served(abc.ABC):
+    """Something timed: how to ask it one request, and which processes serve it (their
+    CPU is the server CPU). The NATS echo is one; each peer is one too."""
 
     name: str
 
-    def pids(self) -> list[int]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def pids(self) -> list[int]: ...
 
-    async def answers(self, pairs: Sequence[tuple[int, int]]) -> list[bool]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def ask(self, request: Any) -> None: ...
 
-    def single(self, pairs: Sequence[tuple[int, int]]) -> list[Any]:
-        raise NotImplementedError
 
-    def batch(self, groups: Sequence[tuple[int, list[int]]]) -> list[Any]:
-        raise NotImplementedError
+class Peer(Served):
+    """A system under test: beside being asked, it answers the reference questions and
+    builds its own requests for single checks and batches."""
 
-    async def ask(self, request: Any) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def answers(self, pairs: Sequence[tuple[int, int]]) -> list[bool]: ...
 
-    async def ask_batch(self, request: Any) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def single(self, pairs: Sequence[tuple[int, int]]) -> list[Any]: ...
+
+    @abc.abstractmethod
+    def batch(self, groups: Sequence[tuple[int, list[int]]]) -> list[Any]: ...
+
+    @abc.abstractmethod
+    async def ask_batch(self, request: Any) -> None: ...
 
 
 def cpu_seconds(pids: Sequence[int]) -> float:

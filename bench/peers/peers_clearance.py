@@ -14,7 +14,7 @@ import msgspec
 import nats
 import redis.asyncio as aioredis
 import run as bench_run  # bench/run.py: servers, processes, teardown
-from peer import BATCH, Peer
+from peer import BATCH, Peer, Served
 
 from clearance_runtime.messaging import bus
 from clearance_runtime.storage import keys
