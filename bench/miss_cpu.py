@@ -54,12 +54,9 @@ async def main() -> None:
         js = nc.jetstream()
         await bus.ensure_stream(js)
         objects = run.fleet()
-        for n, obj in enumerate(objects):
-            await js.publish(f"clearance.events.{obj['kind'].lower()}.o{n}",
-                             msgspec.json.encode({"type": "ADDED", "object": obj}))
+        await run.publish_objects(js, objects)
         r = aioredis.from_url(srv.redis_url)
-        while int(await r.get("clr:inval:rev") or 0) < len(objects):  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
+        await run.invalidated_past(r, len(objects), 0.05)
         await r.aclose()
         await asyncio.sleep(1.0)
         for label, bodies in (

@@ -87,6 +87,19 @@ def batch(i: int, size: int = 100) -> dict[str, Any]:
                        for j in range(size)]}
 
 
+async def publish_objects(js: Any, objects: list[dict[str, Any]]) -> None:
+    """Append every object as an ADDED event, each under its own subject token."""
+    for n, obj in enumerate(objects):
+        await js.publish(f"clearance.events.{obj['kind'].lower()}.o{n}",
+                         msgspec.json.encode({"type": "ADDED", "object": obj}))
+
+
+async def invalidated_past(r: aioredis.Redis, revision: int, poll: float = 0.05) -> None:
+    """Wait until the system revision (cached decisions dropped) reaches ``revision``."""
+    while int(await r.get(keys.INVALIDATED_REV) or 0) < revision:  # noqa: ASYNC110 - polled
+        await asyncio.sleep(poll)
+
+
 def spawn(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -275,17 +288,14 @@ async def compile_backlog() -> dict[str, Any]:
         js = nc.jetstream()
         await bus.ensure_stream(js)
         objects = [*fleet(), rbac_fleet.hub(), *rbac_fleet.objects()]
-        for n, obj in enumerate(objects):
-            await js.publish(f"clearance.events.{obj['kind'].lower()}.o{n}",
-                             msgspec.json.encode({"type": "ADDED", "object": obj}))
+        await publish_objects(js, objects)
         await nc.close()
         r = aioredis.from_url(redis_url)
         procs += await spawn_folding(env, r)
         while (first := int(await r.get("clr:rev") or 0)) == 0:  # noqa: ASYNC110
             await asyncio.sleep(0.002)
         t0 = time.perf_counter()
-        while int(await r.get("clr:inval:rev") or 0) < len(objects):  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
+        await invalidated_past(r, len(objects), 0.01)
         elapsed = time.perf_counter() - t0
         await r.aclose()
         return {"compile_backlog_events_per_s": (len(objects) - first) / elapsed,
@@ -336,13 +346,10 @@ async def main() -> None:
         await bus.ensure_stream(js)
         objects = [*fleet(), rbac_fleet.hub(), *rbac_fleet.objects()]
         published = time.perf_counter()
-        for n, obj in enumerate(objects):
-            await js.publish(f"clearance.events.{obj['kind'].lower()}.o{n}",
-                             msgspec.json.encode({"type": "ADDED", "object": obj}))
+        await publish_objects(js, objects)
         r = aioredis.from_url(redis_url)
         t0 = time.perf_counter()
-        while int(await r.get("clr:inval:rev") or 0) < len(objects):  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
+        await invalidated_past(r, len(objects), 0.05)
         results["compile_events_per_s"] = len(objects) / (time.perf_counter() - t0)
         results["compile_publish_s"] = t0 - published
         await r.aclose()

@@ -31,7 +31,17 @@ import redis.asyncio as aioredis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rbac_fleet
-from run import CLEARANCE, POLICIES, PRINCIPALS, fleet, spawn, start_servers, teardown
+from run import (
+    CLEARANCE,
+    POLICIES,
+    PRINCIPALS,
+    fleet,
+    invalidated_past,
+    publish_objects,
+    spawn,
+    start_servers,
+    teardown,
+)
 
 from clearance_runtime.messaging import bus
 
@@ -153,12 +163,9 @@ async def main() -> int:
         objects = [*fleet(), rbac_fleet.hub(), *rbac_fleet.objects()]
         policies = {o["metadata"]["name"]: o for o in objects
                     if o["kind"] == "MonitorAccessPolicy"}
-        for n, obj in enumerate(objects):
-            await js.publish(f"clearance.events.{obj['kind'].lower()}.o{n}",
-                             msgspec.json.encode({"type": "ADDED", "object": obj}))
+        await publish_objects(js, objects)
         r = aioredis.from_url(redis_url)
-        while int(await r.get("clr:inval:rev") or 0) < len(objects):  # noqa: ASYNC110
-            await asyncio.sleep(0.1)
+        await invalidated_past(r, len(objects), 0.1)
         print(f"{'min':>4} {'requests':>9} {'errors':>6} {'p50 ms':>7} {'p99 ms':>7} "
               + " ".join(f"{n[:10] + ' MB':>13}" for n in SERVICES)
               + f" {'valkey MB':>9} {'keys':>7}", flush=True)

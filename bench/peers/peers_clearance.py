@@ -49,12 +49,9 @@ class ClearancePeer(Peer):
             js = nc.jetstream()
             await bus.ensure_stream(js)
             objects = facts.clearance_objects()
-            for n, obj in enumerate(objects):
-                await js.publish(f"clearance.events.{obj['kind'].lower()}.o{n}",
-                                 msgspec.json.encode({"type": "ADDED", "object": obj}))
+            await bench_run.publish_objects(js, objects)
             r = aioredis.from_url(srv.redis_url)
-            while int(await r.get("clr:inval:rev") or 0) < len(objects):  # noqa: ASYNC110
-                await asyncio.sleep(0.05)
+            await bench_run.invalidated_past(r, len(objects), 0.05)
             while not await r.exists(keys.service("decision")):  # noqa: ASYNC110 - beats
                 await asyncio.sleep(0.05)
             await r.aclose()
@@ -102,7 +99,7 @@ class ClearancePeer(Peer):
         assert reply.count(b'"decision"') == BATCH, reply[:200]
 
 
-class Echo(Peer):
+class Echo(Served):
     """The baseline: the same client's request to a responder that only echoes."""
 
     name = "NATS echo"
