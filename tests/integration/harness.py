@@ -10,8 +10,9 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -234,4 +235,26 @@ def _objects_in(directory: Path) -> int:
             elif isinstance(document, dict) and "kind" in document:
                 count += 1
     return count
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@contextlib.asynccontextmanager
+async def example_fleet(nats_url: str, redis_url: str, directory: Path,
+                        extra: Mapping[str, Sequence[dict[str, Any]]] | None = None
+                        ) -> AsyncIterator[System]:
+    """The whole pipeline on a copy of ``examples/`` (as ``clearance up`` loads it), with
+    ``extra`` manifest files beside it (file name -> objects), started and settled."""
+    manifests = directory / "manifests"
+    shutil.copytree(EXAMPLES, manifests)
+    system = System(nats_url, redis_url, manifests)
+    for name, objects in (extra or {}).items():
+        system.write(name, *objects)
+    await system.start()
+    try:
+        await system.settle()
+        yield system
+    finally:
+        await system.close()
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -23,10 +22,9 @@ from clearance_api.wire import (
 )
 from clearance_client import METHODS, ClearanceClient, DecisionCache
 from tests.conftest import Servers
-from tests.integration.harness import System, group
+from tests.integration.harness import System, example_fleet, group
 from tests.support.policies import policy
 
-ROOT = Path(__file__).resolve().parents[2]
 SRE = Principal(username="sre-alice", groups=["sre"])
 NOBODY = Principal(username="nobody")
 
@@ -34,13 +32,9 @@ NOBODY = Principal(username="nobody")
 @pytest.fixture
 async def system(clean_servers: Servers, tmp_path: Path) -> AsyncIterator[System]:
     """The example fleet (``examples/``), as ``clearance up`` loads it."""
-    manifests = tmp_path / "manifests"
-    shutil.copytree(ROOT / "examples", manifests)
-    sys_ = System(clean_servers.nats_url, clean_servers.redis_url, manifests)
-    await sys_.start()
-    await sys_.settle()
-    yield sys_
-    await sys_.close()
+    async with example_fleet(clean_servers.nats_url, clean_servers.redis_url,
+                             tmp_path) as sys_:
+        yield sys_
 
 
 @pytest.fixture

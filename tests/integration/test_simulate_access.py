@@ -11,7 +11,6 @@ that decides a cluster makes an inherited Allow there "no change"; the rows are 
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ import pytest
 import yaml
 
 from tests.conftest import Servers
-from tests.integration.harness import System
+from tests.integration.harness import System, example_fleet
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = yaml.safe_load((ROOT / "docs/walkthrough/guardrails-without-payments.yaml")
@@ -32,13 +31,9 @@ SIMULATE = "clearance.v1.effective.simulate"
 @pytest.fixture
 async def system(clean_servers: Servers, tmp_path: Path) -> AsyncIterator[System]:
     """The example fleet, as ``clearance up`` loads it."""
-    manifests = tmp_path / "manifests"
-    shutil.copytree(ROOT / "examples", manifests)
-    sys_ = System(clean_servers.nats_url, clean_servers.redis_url, manifests)
-    await sys_.start()
-    await sys_.settle()
-    yield sys_
-    await sys_.close()
+    async with example_fleet(clean_servers.nats_url, clean_servers.redis_url,
+                             tmp_path) as sys_:
+        yield sys_
 
 
 def principal_of(subject: dict[str, str]) -> dict[str, Any]:

@@ -10,7 +10,6 @@ does not list — by name or by any of its groups — gets ``others``.
 from __future__ import annotations
 
 import asyncio
-import shutil
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,11 +21,10 @@ from clearance_core.questions.audience import UNNAMED
 from clearance_decision import audience
 from clearance_runtime.reading.reads import Reads, StateView
 from tests.conftest import Servers
-from tests.integration.harness import System, group
+from tests.integration.harness import System, example_fleet, group
 from tests.support.accesspolicies import access_policy, rule
 from tests.support.policies import policy
 
-ROOT = Path(__file__).resolve().parents[2]
 SUBJECT = "clearance.v1.who-can-see"
 #: A username nothing in these fleets names: a group subject is checked as it, in the group.
 STRANGER = "stranger-nobody-names"
@@ -57,14 +55,9 @@ RITA = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
 
 @pytest.fixture
 async def system(clean_servers: Servers, tmp_path: Path) -> AsyncIterator[System]:
-    manifests = tmp_path / "manifests"
-    shutil.copytree(ROOT / "examples", manifests)
-    sys_ = System(clean_servers.nats_url, clean_servers.redis_url, manifests)
-    sys_.write("who.yaml", VAULT, MET_ALL, group("met", "meg"), RITA, SQUATTER)
-    await sys_.start()
-    await sys_.settle()
-    yield sys_
-    await sys_.close()
+    async with example_fleet(clean_servers.nats_url, clean_servers.redis_url, tmp_path, {
+            "who.yaml": [VAULT, MET_ALL, group("met", "meg"), RITA, SQUATTER]}) as sys_:
+        yield sys_
 
 
 def principal_of(row: dict[str, Any]) -> dict[str, Any]:
