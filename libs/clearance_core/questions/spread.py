@@ -113,12 +113,18 @@ def _listed(names: list[str]) -> str:
     return f"{shown} and {more} more" if more > 0 else shown
 
 
-def _step(cluster: str, namespace: str, found: Decision, effect: str) -> TraceStep:
-    return TraceStep(policy=found.policy or "", priority=NO_PRIORITY,
-                     effect="Deny" if found.decision == "deny" else "Allow",
-                     outcome="matched",
-                     reason=f"Namespace {cluster}/{namespace}: {found.decision}: "
-                            f"{found.reason}; {effect}")
+def _steps(cluster: str, there: Mapping[str, Decision], namespaces: list[str], effect: str,
+           *, explain: bool) -> list[TraceStep]:
+    """A trace step for each of ``namespaces`` (their answers in ``there``) that changed
+    the answer, saying how (``effect``); none unless ``explain``."""
+    if not explain:
+        return []
+    return [TraceStep(policy=there[namespace].policy or "", priority=NO_PRIORITY,
+                      effect="Deny" if there[namespace].decision == "deny" else "Allow",
+                      outcome="matched",
+                      reason=f"Namespace {cluster}/{namespace}: {there[namespace].decision}: "
+                             f"{there[namespace].reason}; {effect}")
+            for namespace in namespaces]
 
 
 def _made(here: Decision, decision: DecisionKind, reason: str, *, source: Decision,
@@ -145,9 +151,8 @@ def whole_type(kind: str, cluster: str, here: Decision, there: Mapping[str, Deci
         first = there[excluded[0]]
         reason = (f"{here.reason}, except in namespace {_listed(excluded)} "
                   f"({first.reason})")
-        steps = [_step(cluster, namespace, there[namespace],
-                       "its namespace is excluded from the filters")
-                 for namespace in excluded] if explain else []
+        steps = _steps(cluster, there, excluded, "its namespace is excluded from the filters",
+                       explain=explain)
         return _made(here, "partial", reason, source=here,
                      filters=excluding(here.filters, kind, excluded), steps=steps)
     shown = {namespace: found for namespace, found in there.items()
@@ -163,9 +168,8 @@ def whole_type(kind: str, cluster: str, here: Decision, there: Mapping[str, Deci
     first = shown[kept[0]]
     reason = (f"{kind} visible only in namespace {_listed(kept)} ({first.reason}); "
               f"elsewhere in {cluster}: {here.reason}")
-    steps = [_step(cluster, namespace, shown[namespace],
-                   "the filters show the type in its namespace")
-             for namespace in kept] if explain else []
+    steps = _steps(cluster, shown, kept, "the filters show the type in its namespace",
+                   explain=explain)
     return _made(here, "partial", reason, source=first,
                  filters=only_in(base, kind, kept), steps=steps)
 
@@ -182,8 +186,7 @@ def bare_item(kind: str, name: str, cluster: str, here: Decision,
             return here
         reason = (f"{here.reason}; {what} is named without its namespace and would be "
                   f"visible in namespace {_listed(shown)}: ask with its namespace")
-        steps = [_step(cluster, namespace, there[namespace], "name it to ask there")
-                 for namespace in shown] if explain else []
+        steps = _steps(cluster, there, shown, "name it to ask there", explain=explain)
         return _made(here, here.decision, reason, source=here, filters=None, steps=steps)
     hidden = [namespace for namespace, found in there.items()
               if found.decision != "allow"]
@@ -192,7 +195,6 @@ def bare_item(kind: str, name: str, cluster: str, here: Decision,
     first = there[hidden[0]]
     reason = (f"{what} is named without its namespace, and namespace {_listed(hidden)} "
               f"would hide it ({first.reason}): ask with its namespace")
-    steps = [_step(cluster, namespace, there[namespace],
-                   "an item there is hidden: name its namespace")
-             for namespace in hidden] if explain else []
+    steps = _steps(cluster, there, hidden, "an item there is hidden: name its namespace",
+                   explain=explain)
     return _made(here, "deny", reason, source=first, filters=None, steps=steps)
