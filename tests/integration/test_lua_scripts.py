@@ -400,7 +400,7 @@ async def test_wipe_deletes_every_derived_key_page_by_page_and_marks_the_build(
     assert removed == 6000 + 5     # the entries, the index sets, and the five fixed keys
     left = {k.decode() for k in await aredis.keys("*")}
     assert left == {keys.service("compiler"), keys.STATS, "other:key", keys.BUILT,
-                    keys.ALLOW_UNSET, keys.ADMIN_NAMESPACES}
+                    keys.ALLOW_UNSET, keys.ADMIN_NAMESPACES, keys.LAYOUT_KEY}
     assert (await aredis.get(keys.BUILT) or b"").startswith(b"12:")
     assert await StateStore(aredis).position() == (None, True)
     assert await aredis.hget(keys.STATS, "hits") == b"3"

@@ -2,7 +2,8 @@
 
 A :class:`StateMirror` keeps, in memory, the hashes of compiled state the decision
 service answers from (compiled policies, Groups, cluster labels, effective
-AccessPolicies, declared custom types, compiled RBAC, and the families registered kinds
+AccessPolicies, declared custom types, compiled RBAC, the inherited policies the
+authoring views read (:mod:`.inherited_state`), and the families registered kinds
 declare: every ``Family`` declared ``mirrored``, :mod:`.families`) and
 derives the rest (the policy indexes, Group memberships, the RBAC index) the way the
 compiler derives them. A snapshot is then computed here, with no round trip of its own.
@@ -35,14 +36,16 @@ import redis.exceptions
 from clearance_api.errors import Unavailable
 from clearance_core.folding.families import Family
 from clearance_core.inherit import hierarchy
+from clearance_core.inherit.hierarchy import Target
 from clearance_core.inherit.merge import EffectivePolicy
 from clearance_core.kube.principal import Identity
 from clearance_core.monitor.evaluate import ClusterMatch, Matcher, match_cluster
 from clearance_core.monitor.policy import CompiledPolicy
 from clearance_core.questions.placement import NamespaceIndex
 from clearance_runtime.process import health
+from clearance_runtime.reading.inherited_state import InheritedState
 from clearance_runtime.reading.snapshot import Snapshot
-from clearance_runtime.storage import families, keys
+from clearance_runtime.storage import families, inherit_store, keys
 from clearance_runtime.storage.changes import trimmed_past
 from clearance_runtime.storage.coalesce import Coalescer
 from clearance_runtime.storage.families import decode_labels, decode_policy, decode_users
@@ -109,6 +112,8 @@ class StateMirror:
         self._declared_now: frozenset[str] | None = None
         self._inventory: tuple[str, ...] | None = None
         self._access: set[str] = set()
+        #: The inherited policies' families only the authoring views read.
+        self.inherited = InheritedState()
         self._decoded: dict[bytes, EffectivePolicy] = {}
         #: cluster -> its Namespace targets by the subjects they answer otherwise than
         #: the cluster's target: built at the first read that needs it, kept current
@@ -240,18 +245,20 @@ class StateMirror:
                         else:
                             hashes.append((family, family.key))
                     pipe.multi()  # type: ignore[no-untyped-call]
-                    for key in (keys.BUILT, keys.REV, keys.INVALIDATED_REV):
+                    for key in (keys.BUILT, keys.REV, keys.INVALIDATED_REV,
+                                keys.ALLOW_UNSET, keys.ADMIN_NAMESPACES):
                         pipe.get(key)
                     for family, key in hashes:
                         if family.presence_only:
                             pipe.hkeys(key)
                         else:
                             pipe.hgetall(key)
-                    built, rev, irev, *found = await pipe.execute()
+                    built, rev, irev, unset, admins, *found = await pipe.execute()
                     break
                 except redis.exceptions.WatchError:
                     await pipe.reset()  # type: ignore[no-untyped-call]
         self._reset()
+        self.inherited.built_with(unset, admins)
         for (family, key), reply in zip(hashes, found, strict=True):
             values = dict.fromkeys(reply, b"") if family.presence_only else reply
             for field, value in values.items():
@@ -286,6 +293,7 @@ class StateMirror:
     def _apply_cluster(self, key: str, field: str, value: bytes | str | None) -> None:
         _put(self._own, field, None if value is None else decode_labels(value))
         self._relabel(field)
+        self.inherited.moved()  # a simulation index holds the inventory
 
     def _apply_effective(self, key: str, field: str, value: bytes | str | None) -> None:
         _put(self._effective, field, None if value is None else blob(value))
@@ -300,12 +308,16 @@ class StateMirror:
 
     def _apply_access(self, key: str, field: str, value: bytes | str | None) -> None:
         _toggle(self._access, field, value is not None)
+        self.inherited.put(key, field, value)
+
+    def _apply_inherited(self, key: str, field: str, value: bytes | str | None) -> None:
+        self.inherited.put(key, field, value)
 
     def _apply_rbac(self, key: str, field: str, value: bytes | str | None) -> None:
         self.rbac.put(field, None if value is None else blob(value))
 
     def _apply_effective_in(self, key: str, field: str, value: bytes | str | None) -> None:
-        cluster = key[len(families.EFFECTIVE_IN.key):]
+        cluster = key[len(inherit_store.EFFECTIVE_IN.key):]
         targets = self._effective_in.setdefault(cluster, {})
         found = None if value is None else blob(value)
         _put(targets, field, found)
@@ -443,6 +455,21 @@ class StateMirror:
             self._inventory = tuple(sorted(self.labels))
         return self._inventory
 
+    def effective_of(self, target: Target) -> EffectivePolicy | None:
+        """A target's effective policy as the compiler stored it (None: none stored —
+        only the targets a policy names or lies above are)."""
+        hash_key, field = location(target)
+        if hash_key == keys.EFFECTIVE:
+            found = self._effective.get(field)
+        else:
+            found = self._effective_in.get(target.cluster or "", {}).get(field)
+        return None if found is None else self._decode(found)
+
+    def own_labels(self) -> Mapping[str, Mapping[str, str]]:
+        """cluster -> the ManagedCluster's own labels (what declared families add left
+        out: the inherited policies' cluster sets are chosen by these; read, never keep)."""
+        return self._own
+
     @property
     def generation(self) -> int:
         """Moves with every change applied: a reader that awaited can tell whether the
@@ -579,11 +606,14 @@ _APPLY: dict[str, Callable[[StateMirror, str, str, bytes | str | None], None]] =
     families.POLICIES.name: StateMirror._apply_policy,
     families.GROUPS.name: StateMirror._apply_group,
     families.CLUSTERS.name: StateMirror._apply_cluster,
-    families.EFFECTIVE.name: StateMirror._apply_effective,
     families.SOURCES.name: StateMirror._apply_source,
-    families.ACCESS_POLICIES.name: StateMirror._apply_access,
     families.RBAC.name: StateMirror._apply_rbac,
-    families.EFFECTIVE_IN.name: StateMirror._apply_effective_in,
+    inherit_store.EFFECTIVE.name: StateMirror._apply_effective,
+    inherit_store.EFFECTIVE_IN.name: StateMirror._apply_effective_in,
+    inherit_store.ACCESS_POLICIES.name: StateMirror._apply_access,
+    **{family.name: StateMirror._apply_inherited for family in (
+        inherit_store.ACCESS_INVALID, inherit_store.ACCESS_STATUS, inherit_store.BINDINGS,
+        inherit_store.CLUSTER_SETS, inherit_store.EXCLUDED_AT)},
 }
 
 

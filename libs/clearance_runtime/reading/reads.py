@@ -74,7 +74,7 @@ class Reads:
         #: (:mod:`.mirror`): every read of it below goes through the mirror.
         self.mirror = StateMirror(redis, self.highwater)
         #: Inherited AccessPolicies: effective policies, conditions, simulation index.
-        self.inherited = InheritReads(redis)
+        self.inherited = InheritReads(self.mirror)
 
     # The system revision and health ----------------------------------------------------
 

@@ -21,7 +21,7 @@ from clearance_core.folding.fold import Affected
 from clearance_core.monitor.metricsource import CompiledSource
 from clearance_core.monitor.policy import CompiledPolicy
 from clearance_core.rbac.rules import Binding, Role
-from clearance_runtime.storage import families, keys, rbac_store
+from clearance_runtime.storage import families, inherit_store, keys, rbac_store
 from clearance_runtime.storage.inherit_store import InheritWrites
 from clearance_runtime.storage.luapack import as_str
 from clearance_runtime.storage.replies import text
@@ -159,13 +159,15 @@ class Transaction(InheritWrites):
                          _record_json(record).decode(), *_values(self._pipe.mirrored)))
         return commands
 
-    def put(self, family: Family, field: str, value: Any) -> None:
+    def put(self, family: Family, field: str, value: Any, *, key: str | None = None) -> None:
         """One field of a family (``value`` None: deleted), encoded as it declares; a
-        mirrored family's new value joins the change record."""
+        mirrored family's new value joins the change record. ``key``: which of a
+        prefixed family's hashes (one per cluster, say)."""
+        hash_key = family.key if key is None else key
         if value is None:
-            self._pipe.hdel(family.key, field)
+            self._pipe.hdel(hash_key, field)
         else:
-            self._pipe.hset(family.key, field, family.encode(value))
+            self._pipe.hset(hash_key, field, family.encode(value))
 
     def put_policy(
         self,
@@ -196,10 +198,7 @@ class Transaction(InheritWrites):
         self.put(families.RBAC, key, None if value is None else rbac_store.encode(value))
 
     def put_cluster_set(self, name: str, *, present: bool) -> None:
-        if present:
-            self._pipe.sadd(keys.CLUSTER_SETS, name)
-        else:
-            self._pipe.srem(keys.CLUSTER_SETS, name)
+        self.put(inherit_store.CLUSTER_SETS, name, "" if present else None)
 
     def put_namespace(self, name: str, *, present: bool) -> None:
         if present:

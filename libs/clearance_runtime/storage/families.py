@@ -18,7 +18,7 @@ from clearance_core.folding import registry
 from clearance_core.folding.families import Family
 from clearance_core.monitor.metricsource import CompiledSource
 from clearance_core.monitor.policy import CompiledPolicy
-from clearance_runtime.storage import keys
+from clearance_runtime.storage import inherit_store, keys
 
 _msgpack = msgspec.msgpack.Encoder().encode
 _json = msgspec.json.Encoder().encode
@@ -46,16 +46,11 @@ CLUSTERS = Family("clusters", keys.CLUSTERS, _json_text, decode_labels, mirrored
 GROUPS = Family("groups", keys.GROUPS, _json_text, decode_users, mirrored=True)
 #: Compiled RBAC: encoded by ``rbac_store`` (its decoder needs the object key).
 RBAC = Family("rbac", keys.RBAC, _same, _same, mirrored=True)
-ACCESS_POLICIES = Family("access_policies", keys.ACCESS_POLICIES, _msgpack, _same,
-                         mirrored=True, presence_only=True)
-EFFECTIVE = Family("effective", keys.EFFECTIVE, _msgpack, _same, mirrored=True)
-EFFECTIVE_IN = Family("effective_in", keys.prefix(keys.effective_in), _msgpack, _same,
-                      mirrored=True, prefix=True)
 #: The library's families that hold values a fold writes one field at a time (the
-#: rest of the layout, in :mod:`.keys`, is sets, markers and the AccessPolicies'
-#: bookkeeping, which only the compiler reads back: ``inherit_store``).
+#: inherited policies' are declared beside their encodings, in :mod:`.inherit_store`;
+#: the rest of the layout, in :mod:`.keys`, is sets and markers).
 LIBRARY: tuple[Family, ...] = (POLICIES, POLICY_OBJECTS, SOURCE_OBJECTS, SOURCES, CLUSTERS,
-                               GROUPS, RBAC, ACCESS_POLICIES, EFFECTIVE, EFFECTIVE_IN)
+                               GROUPS, RBAC, *inherit_store.FAMILIES)
 
 
 #: The library's keys (every str constant of :mod:`.keys`) and key families.

@@ -10,19 +10,22 @@ encodings both sides share. Keys are in :mod:`.keys`.
 * the ManagedClusterSetBindings (``clr:mcsb``), which decide which policies take part;
 * each policy that takes no part, where it was aimed and why: ``clr:ap:out`` by policy
   (the compiler's, reloaded on a restart) and ``clr:apx:<target>`` by target (what
-  ``effective`` reads, a hash per target on the path);
-* ``clr:ap:rev``, moved by every write here, tells readers holding a simulation index
-  that it is stale.
+  ``effective`` reads, a hash per target on the path).
+
+Every hash but ``clr:ap:out`` is a mirrored :class:`Family` declared here: the change
+records carry its values, and the decision service answers ``effective``, ``reach``,
+``simulate`` and an AccessPolicy's status from its mirror (``reading.inherit_reads``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 
 from clearance_api.wire import ExcludedPolicy, StatusCondition
+from clearance_core.folding.families import Family
 from clearance_core.inherit.accesspolicy import CompiledAccessPolicy
 from clearance_core.inherit.hierarchy import Target
 from clearance_core.inherit.merge import EffectivePolicy
@@ -78,70 +81,76 @@ def decode_conditions(blob: bytes) -> list[StatusCondition]:
     return _decode_conditions(blob)
 
 
-class _Commands(Protocol):
-    def set(self, key: str, value: Any) -> None: ...
-    def hset(self, key: str, field: str, value: Any) -> None: ...
-    def hdel(self, key: str, field: str) -> None: ...
+def decode_binding(blob: bytes) -> tuple[str, str, str]:
+    """A stored ManagedClusterSetBinding: (namespace, name, the set it names)."""
+    return _decode_binding(blob)
+
+
+def _json_text(value: Any) -> str:
+    return _json(value).decode()
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+ACCESS_POLICIES = Family("access_policies", keys.ACCESS_POLICIES, _encode,
+                         decode_access_policy, mirrored=True)
+ACCESS_INVALID = Family("access_invalid", keys.ACCESS_INVALID, _same, bytes.decode,
+                        mirrored=True)
+ACCESS_STATUS = Family("access_status", keys.ACCESS_STATUS, _json_text, decode_conditions,
+                       mirrored=True)
+BINDINGS = Family("bindings", keys.BINDINGS, _json_text, decode_binding, mirrored=True)
+#: Which cluster sets exist: only the fields count (every value is "").
+CLUSTER_SETS = Family("cluster_sets", keys.CLUSTER_SETS, _same, _same, mirrored=True,
+                      presence_only=True)
+EFFECTIVE = Family("effective", keys.EFFECTIVE, _encode, _same, mirrored=True)
+#: One hash per cluster (``location``): its Namespace targets' effective policies.
+EFFECTIVE_IN = Family("effective_in", keys.prefix(keys.effective_in), _encode, _same,
+                      mirrored=True, prefix=True)
+#: One hash per target (``excluded_key``): the policies aimed at it that take no part.
+EXCLUDED_AT = Family("excluded_at", keys.prefix(keys.excluded_at), _json_text,
+                     decode_excluded, mirrored=True, prefix=True)
+#: By policy, where one that takes no part was aimed: the compiler's own record (no
+#: reader but a restarted compiler).
+EXCLUDED = Family("excluded", keys.EXCLUDED, _encode, _decode_excluded_at)
+#: The families above.
+FAMILIES = (ACCESS_POLICIES, ACCESS_INVALID, ACCESS_STATUS, BINDINGS, CLUSTER_SETS,
+            EFFECTIVE, EFFECTIVE_IN, EXCLUDED_AT, EXCLUDED)
 
 
 class InheritWrites:
-    """The AccessPolicy part of the store's transaction (``Writes`` in the core)."""
+    """The AccessPolicy part of the store's transaction (``Writes`` in the core): each
+    write one field of a family above, through the transaction's ``put``."""
 
-    _pipe: _Commands
-    seq: int
-    _inherit_moved: bool = False
-
-    def _moved(self) -> None:
-        """``clr:ap:rev`` moves once per event, however many targets it rewrites."""
-        if not self._inherit_moved:
-            self._inherit_moved = True
-            self._pipe.set(keys.INHERIT_REV, self.seq)
+    def put(self, family: Family, field: str, value: Any, *, key: str | None = None) -> None:
+        raise NotImplementedError  # the transaction's (``changes.Transaction.put``)
 
     def put_access_policy(self, key: str, policy: CompiledAccessPolicy | None,
                           error: str | None) -> None:
-        if policy is None:
-            self._pipe.hdel(keys.ACCESS_POLICIES, key)
-        else:
-            self._pipe.hset(keys.ACCESS_POLICIES, key, _encode(policy))
-        if error is None:
-            self._pipe.hdel(keys.ACCESS_INVALID, key)
-        else:
-            self._pipe.hset(keys.ACCESS_INVALID, key, error)
-        self._moved()
+        self.put(ACCESS_POLICIES, key, policy)
+        self.put(ACCESS_INVALID, key, error)
 
     def put_effective(self, target: Target, effective: EffectivePolicy | None) -> None:
         hash_key, field = location(target)
-        if effective is None:
-            self._pipe.hdel(hash_key, field)
-        else:
-            self._pipe.hset(hash_key, field, _encode(effective))
-        self._moved()
+        family = EFFECTIVE if hash_key == keys.EFFECTIVE else EFFECTIVE_IN
+        self.put(family, field, effective, key=hash_key)
 
     def put_access_status(self, key: str, conditions: list[StatusCondition] | None) -> None:
-        if conditions is None:
-            self._pipe.hdel(keys.ACCESS_STATUS, key)
-        else:
-            self._pipe.hset(keys.ACCESS_STATUS, key, _json(conditions))
+        self.put(ACCESS_STATUS, key, conditions)
 
     def put_cluster_set_binding(self, namespace: str, name: str,
                                 cluster_set: str | None) -> None:
-        field = binding_field(namespace, name)
-        if cluster_set is None:
-            self._pipe.hdel(keys.BINDINGS, field)
-        else:
-            self._pipe.hset(keys.BINDINGS, field,
-                            _json([namespace, name, cluster_set]).decode())
-        self._moved()  # readers' simulation indexes hold the bindings
+        self.put(BINDINGS, binding_field(namespace, name),
+                 None if cluster_set is None else [namespace, name, cluster_set])
 
     def put_excluded(self, key: str, previous: ExcludedAt | None,
                      new: ExcludedAt | None) -> None:
         if previous is not None and (new is None or new.target != previous.target):
-            self._pipe.hdel(excluded_key(previous.target), key)
-        if new is None:
-            self._pipe.hdel(keys.EXCLUDED, key)
-        else:
-            self._pipe.hset(keys.EXCLUDED, key, _encode(new))
-            self._pipe.hset(excluded_key(new.target), key, _json(new.entry).decode())
+            self.put(EXCLUDED_AT, key, None, key=excluded_key(previous.target))
+        self.put(EXCLUDED, key, new)
+        if new is not None:
+            self.put(EXCLUDED_AT, key, new.entry, key=excluded_key(new.target))
 
 
 class Stored(msgspec.Struct, kw_only=True):
@@ -158,7 +167,7 @@ def stored(policies: Mapping[Any, Any], invalid: Mapping[Any, Any],
            conditions: Mapping[Any, Any], bindings: Mapping[Any, Any] | None = None,
            excluded: Mapping[Any, Any] | None = None) -> Stored:
     """From the hashes as HGETALL returns them."""
-    found = [_decode_binding(blob(v)) for v in (bindings or {}).values()]
+    found = [decode_binding(blob(v)) for v in (bindings or {}).values()]
     return Stored(
         policies={text(k): decode_access_policy(v) for k, v in policies.items()},
         invalid={text(k): text(v) for k, v in invalid.items()},

@@ -6,6 +6,8 @@ two keys collide (a ClusterPulse defect: ``policy:{ns}:{name}`` vs ``policy:user
 
 Compiled state (written only by the compiler, in one fenced Lua script per event):
     clr:rev                 last stream sequence folded (the compiler's checkpoint)
+    clr:layout              the layout version the state was built in (``LAYOUT``): a
+                            store built in another (or before the marker) is rebuilt
     clr:built               "<target seq>:<build id>", set (with a wipe of all derived keys)
                             when the compiler starts
                             building from the stream's first event; no per-event write
@@ -18,7 +20,8 @@ Compiled state (written only by the compiler, in one fenced Lua script per event
                                   valid one: the winner per type is chosen among them)
     clr:mc                  HASH  cluster -> JSON labels (the ManagedCluster inventory)
     clr:ns                  SET   hub namespaces (Namespace objects), for search plans
-    clr:mcs                 SET   ManagedClusterSets that exist
+    clr:mcs2                HASH  ManagedClusterSet that exists -> "" (a hash, not a set:
+                                  the change records carry hash fields to the mirrors)
     clr:rbac2               HASH  object key -> msgpack Role or Binding (clearance_core.rbac.rules,
                                   compiled; ``rbac.object_key``: "Kind/ns/name", one format
                                   for the four kinds; invalid objects are absent)
@@ -29,8 +32,6 @@ Compiled state (written only by the compiler, in one fenced Lua script per event
                                   (valid ones only)
     clr:ap:bad              HASH  AccessPolicy "ns/name" -> why it is invalid
     clr:ap:st               HASH  AccessPolicy "ns/name" -> JSON conditions (RFC 0009)
-    clr:ap:rev              revision of the last change to an effective policy or an
-                            AccessPolicy (readers rebuild their simulation index)
     clr:ap:unset            "1"/"0": CLEARANCE_ALLOW_UNSET the state was built with (a
                             compiler started with the other value rebuilds it)
     clr:ap:admins           the admin namespaces (CLEARANCE_ADMIN_NAMESPACES, sorted,
@@ -57,6 +58,8 @@ Compiled state (written only by the compiler, in one fenced Lua script per event
     clr:<family>            HASH  a family a registered kind declares (``clearance_core.
                                   families``: its hash under clr:, never one of the above)
 No longer written (a store holding them is left alone; a rebuild's wipe removes them):
+``clr:mcs`` (the cluster sets as a SET), ``clr:ap:rev`` (where readers rebuilt their
+simulation index: the mirrors now hold the AccessPolicies themselves),
 ``clr:pidx:*`` and ``clr:memb:*`` (policy and membership indexes: the decision service's
 mirror derives its own), ``clr:rbac:rev`` and ``clr:rbac:log`` (the RBAC change log: the
 change records carry RBAC).
@@ -103,13 +106,16 @@ from collections.abc import Callable
 
 REV = "clr:rev"
 BUILT = "clr:built"
+LAYOUT_KEY = "clr:layout"
+#: The layout this version writes; moved whenever a family changes shape or meaning.
+LAYOUT = "2"
 POLICIES = "clr:pol"
 CLUSTERS = "clr:mc"
 POLICY_OBJECTS = "clr:polraw"
 RBAC = "clr:rbac2"
 RBAC_JSON = "clr:rbac"
 NAMESPACES = "clr:ns"
-CLUSTER_SETS = "clr:mcs"
+CLUSTER_SETS = "clr:mcs2"
 SOURCES = "clr:ms"
 SOURCE_OBJECTS = "clr:msobj2"
 GROUPS = "clr:grp"
@@ -117,7 +123,6 @@ CHANGES = "clr:changes"
 ACCESS_POLICIES = "clr:ap"
 ACCESS_INVALID = "clr:ap:bad"
 ACCESS_STATUS = "clr:ap:st"
-INHERIT_REV = "clr:ap:rev"
 ALLOW_UNSET = "clr:ap:unset"
 ADMIN_NAMESPACES = "clr:ap:admins"
 BINDINGS = "clr:mcsb"

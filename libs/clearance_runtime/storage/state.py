@@ -43,8 +43,7 @@ _KEPT = {keys.STATS.encode()}
 #: and the cache's list of live entries — deleted together first, in one command: from
 #: then on the store reads as lost (``health.rebuilding``) to every reader, as a flushed
 #: one does, however far the scan has got.
-_FENCE = (keys.BUILT, keys.REV, keys.INVALIDATED_REV, keys.CHANGES, keys.CACHE_ALL,
-          keys.INHERIT_REV)
+_FENCE = (keys.BUILT, keys.REV, keys.INVALIDATED_REV, keys.CHANGES, keys.CACHE_ALL)
 
 
 class StateStore:
@@ -62,7 +61,8 @@ class StateStore:
         """(checkpoint, built): ``built`` is False when the store was flushed or replaced
         since the compiled state was built — whatever checkpoint it holds then was
         written onto an empty store and the state under it is partial — or was built by a
-        compiler that stored RBAC as JSON (``clr:rbac``), which this one cannot load, or
+        compiler that stored RBAC as JSON (``clr:rbac``) or in another layout
+        (``keys.LAYOUT``), which this one cannot load, or
         with other admin namespaces (or before policy authority: it holds the effective
         policies of policies no namespace may have written)."""
         async with self._r.pipeline(transaction=False) as pipe:
@@ -71,9 +71,10 @@ class StateStore:
             pipe.get(keys.ALLOW_UNSET)
             pipe.exists(keys.RBAC_JSON)
             pipe.get(keys.ADMIN_NAMESPACES)
-            raw, built, unset, legacy, admins = await pipe.execute()
+            pipe.get(keys.LAYOUT_KEY)
+            raw, built, unset, legacy, admins, layout = await pipe.execute()
         same = (unset is None or unset == self._unset_flag) and \
-            admins == self._authority.token().encode()
+            admins == self._authority.token().encode() and layout == keys.LAYOUT.encode()
         return (int(raw) if raw is not None else None), bool(built) and same and not legacy
 
     @property
@@ -113,7 +114,7 @@ class StateStore:
             if cursor == 0:
                 break
         # The marker last: until it is set, the store reads as lost.
-        await self._r.mset({keys.ALLOW_UNSET: self._unset_flag,
+        await self._r.mset({keys.ALLOW_UNSET: self._unset_flag, keys.LAYOUT_KEY: keys.LAYOUT,
                             keys.ADMIN_NAMESPACES: self._authority.token(),
                             keys.BUILT: build})
         return removed
@@ -128,7 +129,7 @@ class StateStore:
                              keys.BINDINGS, keys.EXCLUDED):
                 pipe.hgetall(hash_key)
             pipe.smembers(keys.NAMESPACES)
-            pipe.smembers(keys.CLUSTER_SETS)
+            pipe.hkeys(keys.CLUSTER_SETS)
             for family in declared_families:
                 pipe.hgetall(family.key)
             (policies, objects, declared, winners, clusters, groups, rbac, access, invalid,
