@@ -15,6 +15,12 @@ aliases would expand beyond ``clearance_runtime.edges.safeyaml``'s bounds (``yam
 500-byte "billion laughs" loads as a small graph and explodes when the event is encoded).
 The other files, and later changes to them, are published as usual. Files are read by
 :mod:`clearance_runtime.edges.manifest_files`, as ``clearance validate`` reads them.
+
+A file written in place is empty between its truncation and its write: a poll landing
+there would withdraw every object the file holds — a Deny among them, a wrong allow until
+the next poll. So a file that held objects and is found empty is believed only when it is
+found empty, unchanged, at the next poll too (a file emptied on purpose is withdrawn one
+poll later).
 """
 
 from __future__ import annotations
@@ -62,6 +68,8 @@ class ManifestSource:
         self._max_bytes = max_bytes
         self._stamps: dict[Path, tuple[int, int]] = {}
         self._good: dict[Path, list[dict[str, Any]]] = {}
+        #: Files that held objects and were found empty, by the stamp they had then.
+        self._emptied: dict[Path, tuple[int, int]] = {}
         self._first = True
 
     def _files(self) -> list[Path]:
@@ -75,6 +83,7 @@ class ManifestSource:
         for gone in set(self._stamps) - set(files):
             del self._stamps[gone]
             self._good.pop(gone, None)
+            self._emptied.pop(gone, None)
             changed = True
         for path in files:
             try:
@@ -84,6 +93,11 @@ class ManifestSource:
             stamp = (stat.st_mtime_ns, stat.st_size)
             if self._stamps.get(path) == stamp:
                 continue
+            if stat.st_size == 0 and self._good.get(path) and \
+                    self._emptied.get(path) != stamp:
+                self._emptied[path] = stamp  # maybe mid-write: look again next poll
+                continue
+            self._emptied.pop(path, None)
             self._stamps[path] = stamp
             changed = True
             try:
