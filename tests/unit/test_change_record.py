@@ -24,7 +24,7 @@ AFFECTED = st.builds(
                                  after=st.none() | st.text(max_size=4)),
     unknown=st.booleans())
 HASHES = (keys.POLICIES, keys.GROUPS, keys.POLICY_OBJECTS, keys.effective_in("c1"),
-          keys.RBAC, keys.ACCESS_POLICIES)
+          keys.RBAC, keys.ACCESS_POLICIES, keys.CLUSTER_SETS, keys.ACCESS_STATUS)
 WRITES = st.lists(st.tuples(st.sampled_from(("hset", "hdel", "sadd")),
                             st.sampled_from(HASHES), st.sampled_from(("f1", "f2", "f3"))),
                   max_size=12)
@@ -54,8 +54,8 @@ def test_a_sealed_record_names_the_sorted_scopes_and_the_mirrored_fields_written
                                   announce=announce, kind="group", published_ms=12)
     for n, (op, key, field) in enumerate(writes):
         if op != "sadd" and key != keys.POLICY_OBJECTS:
-            # An AccessPolicy's value is not carried: a mirror reads only which exist.
-            value = (None if op == "hdel" else b"" if key == keys.ACCESS_POLICIES
+            # A cluster set's value is not carried: a mirror reads only which exist.
+            value = (None if op == "hdel" else b"" if key == keys.CLUSTER_SETS
                      else b"v%d" % n)
             expected.setdefault((key, field), None)
             expected[key, field] = value
