@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import ssl
 import subprocess
 import sys
@@ -235,3 +236,14 @@ def test_questions_load_neither_the_services_nor_aiohttp() -> None:
                           timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_up_given_port_0_records_and_prints_the_port_it_chose() -> None:
+    """``clearance up --console-port 0`` means "any free port": the banner and
+    endpoints.json name the port chosen, never ``:0``."""
+    from clearance_cli.embedded import _port  # noqa: PLC0415
+
+    chosen = _port(0)
+    assert chosen > 0
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", chosen))  # and it is free

@@ -36,6 +36,10 @@ ENDPOINTS = "endpoints.json"
 
 
 def _port(preferred: int) -> int:
+    """``preferred`` if free, else (or for 0, "any") a free one: the port printed and
+    recorded is always the one the server will listen on."""
+    if preferred == 0:
+        return servers.free_port()
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
             sock.bind(("127.0.0.1", preferred))
