@@ -105,7 +105,7 @@ async def test_an_override_from_a_namespace_that_may_not_write_it_does_nothing(
                            overrides=block(rules, "merge"))
     if not namespace:
         del attack["metadata"]["namespace"]
-    system.write("attack.yaml", attack)
+    await system.apply("attack.yaml", attack)
     revision = await system.settle()
     await nothing_moved(system, revision)
     found = await accepted(system, namespace, "attack")
@@ -129,7 +129,7 @@ async def test_a_binding_without_a_namespace_binds_no_policy_without_one(
     attack = access_policy("attack", target=("ClusterSet", "prod"),
                            overrides=block(ALLOW | DENY, "merge"))
     del attack["metadata"]["namespace"]
-    system.write("attack.yaml", binding("prod", None, "prod"), attack)
+    await system.apply("attack.yaml", binding("prod", None, "prod"), attack)
     revision = await system.settle()
     await nothing_moved(system, revision)
     assert (await accepted(system, "", "attack"))["reason"] == "Unauthorized"

@@ -117,7 +117,7 @@ async def test_a_binding_grants_a_cluster_set_policy_and_its_deletion_revokes_it
     assert await decision(system, "olga", "east", ["ops"], revision) == ("deny", False)
     assert await decision(system, "olga", "east", ["ops"], revision) == ("deny", True)
 
-    system.write("binding.yaml", binding("prod", "team-a"))
+    await system.apply("binding.yaml", binding("prod", "team-a"))
     revision = await system.settle()
     # The cached deny went with the binding's event: the next check is a fresh allow.
     assert await decision(system, "olga", "east", ["ops"], revision) == ("allow", False)
@@ -141,7 +141,7 @@ async def test_a_binding_grants_a_cluster_set_policy_and_its_deletion_revokes_it
 
 
 async def test_a_binding_named_otherwise_than_its_set_grants_nothing(system: System) -> None:
-    system.write("binding.yaml", binding("prod-binding", "team-a", "prod"))
+    await system.apply("binding.yaml", binding("prod-binding", "team-a", "prod"))
     revision = await system.settle()
     assert await decision(system, "olga", "east", ["ops"], revision) == ("deny", False)
     accepted = (await conditions(system, "team-a", "prod-ops"))["Accepted"]
@@ -151,10 +151,10 @@ async def test_a_binding_named_otherwise_than_its_set_grants_nothing(system: Sys
 
 async def test_a_cluster_leaving_the_bound_set_loses_its_bound_policies(
         system: System) -> None:
-    system.write("binding.yaml", binding("prod", "team-a"))
+    await system.apply("binding.yaml", binding("prod", "team-a"))
     revision = await system.settle()
     assert await decision(system, "olga", "east", ["ops"], revision) == ("allow", False)
-    system.write("inventory.yaml", cluster("east"), cluster("west"), cluster_set("prod"))
+    await system.apply("inventory.yaml", cluster("east"), cluster("west"), cluster_set("prod"))
     revision = await system.settle()
     assert await decision(system, "olga", "east", ["ops"], revision) == ("deny", False)
 
@@ -163,13 +163,13 @@ async def test_bindings_are_reloaded_by_a_restarted_compiler_and_rebuilt_from_th
         system: System) -> None:
     """The compiler rebuilds its model from the store: the binding must come back with
     it, or the next policy change would fold as if the namespace were unbound."""
-    system.write("binding.yaml", binding("prod", "team-a"))
+    await system.apply("binding.yaml", binding("prod", "team-a"))
     await system.settle()
     await system.stop("compiler")
     await system.start("compiler")
     more = access_policy("prod-more", namespace="team-a", target=("ClusterSet", "prod"),
                          overrides=block({"more": rule(groups=["more"])}, "merge"))
-    system.write("more.yaml", more)
+    await system.apply("more.yaml", more)
     revision = await system.settle()
     assert await decision(system, "olga", "east", ["more"], revision) == ("allow", False)
     # A store lost whole is rebuilt from the stream, bindings and all.

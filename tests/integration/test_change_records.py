@@ -75,12 +75,12 @@ async def test_a_cluster_label_change_drops_only_answers_it_can_change(
     await system.settle()
     assert (await system.check("alice", "prod-east"))["decision"] == "allow"
     assert (await system.check("lee", "prod-east"))["decision"] == "deny"
-    system.write("inventory.yaml", cluster("prod-east", owner="team-a"))
+    await system.apply("inventory.yaml", cluster("prod-east", owner="team-a"))
     revision = await system.settle()
     # No policy's match moved: both answers stay cached.
     assert (await system.check("alice", "prod-east", min_revision=revision))["cached"]
     assert (await system.check("lee", "prod-east", min_revision=revision))["cached"]
-    system.write("inventory.yaml", cluster("prod-east", owner="team-a", tier="gold"))
+    await system.apply("inventory.yaml", cluster("prod-east", owner="team-a", tier="gold"))
     revision = await system.settle()
     alice = await system.check("alice", "prod-east", min_revision=revision)
     lee = await system.check("lee", "prod-east", min_revision=revision)
@@ -114,10 +114,10 @@ async def test_joining_a_group_no_policy_names_keeps_cached_answers(system: Syst
                  policy("ops", groups=["ops"], default="all", effect="Deny", priority=0))
     await system.settle()
     assert (await system.check("alice", "prod-east"))["decision"] == "allow"
-    system.write("groups.yaml", group("book-club", "alice"))
+    await system.apply("groups.yaml", group("book-club", "alice"))
     revision = await system.settle()
     assert (await system.check("alice", "prod-east", min_revision=revision))["cached"]
-    system.write("groups.yaml", group("book-club", "alice"), group("ops", "alice"))
+    await system.apply("groups.yaml", group("book-club", "alice"), group("ops", "alice"))
     revision = await system.settle()
     reply = await system.check("alice", "prod-east", min_revision=revision)
     assert (reply["decision"], reply["cached"]) == ("deny", False)

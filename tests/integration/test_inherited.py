@@ -146,7 +146,7 @@ async def test_a_policy_change_reaches_cached_decisions_at_once(system: System) 
     first = await check(system, "sam", "west", groups=["sre"])
     assert first["decision"] == "allow"
     assert (await check(system, "sam", "west", groups=["sre"]))["cached"] is True
-    system.write("inherited.yaml", PROD_OVERRIDE, TEAM_INTENT)
+    await system.apply("inherited.yaml", PROD_OVERRIDE, TEAM_INTENT)
     revision = await system.settle()
     after = await check(system, "sam", "west", groups=["sre"], min_revision=revision)
     assert after["decision"] == "deny"
@@ -252,7 +252,7 @@ async def test_an_invalid_policy_is_reported_and_withdrawn_whole(system: System)
     broken = access_policy("fleet-default", namespace="platform",
                            rules={"a": rule(groups=["sre"])},
                            defaults=block({"b": rule(groups=["sre"])}))
-    system.write("inherited.yaml", broken, PROD_OVERRIDE, TEAM_INTENT)
+    await system.apply("inherited.yaml", broken, PROD_OVERRIDE, TEAM_INTENT)
     await system.settle()
     status = await system.request("clearance.v1.policy-status", {
         "kind": "AccessPolicy", "namespace": "platform", "name": "fleet-default"})
@@ -377,7 +377,7 @@ async def test_a_cluster_that_appears_drops_what_was_cached_about_it(system: Sys
     before = await check(system, "sam", "north", groups=["sre"])
     assert before["decision"] == "allow"  # the Fleet default: north is not there yet
     assert (await check(system, "sam", "north", groups=["sre"]))["cached"] is True
-    system.write("north-cluster.yaml", cluster("north"))
+    await system.apply("north-cluster.yaml", cluster("north"))
     revision = await system.settle()
     after = await check(system, "sam", "north", groups=["sre"], min_revision=revision)
     # At north its own policy's sre-view (zed's) replaces the Fleet default's.

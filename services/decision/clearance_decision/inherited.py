@@ -12,7 +12,8 @@ each subject is decided by ``check``'s own code before and after, its MonitorAcc
 side read from the same state ``who-can-see`` reads (``Reads.state_view``: the mirror's
 policy indexes and Groups). Bounded like ``who-can-see``: one access diff at a time, at
 most ``rows`` rows and ``budget`` (question, Namespace target) pairs, decided in slices
-that let other requests through.
+that let other requests through; the dry run itself runs in a worker thread, one at a
+time, so a change that rewrites thousands of targets does not hold the event loop.
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ class Inherited:
         self._max_payload = max_payload
         # One access diff at a time: each may decide thousands of checks.
         self._one_at_a_time = asyncio.Semaphore(1)
+        self._dry_runs = asyncio.Semaphore(1)
 
     async def effective(self, request: EffectiveRequest) -> EffectiveReply:
         found = await self._reads.inherited.effective(request.target)
@@ -115,8 +117,12 @@ class Inherited:
         if kind is not None and kind != "AccessPolicy":
             raise BadRequest(f"policy.kind {kind!r}: simulate takes an AccessPolicy")
         start = await self._reads.inherited.simulation()
-        reply, after = dry_run(start.index, request.policy, request.operation,
-                               invalid=start.invalid)
+        # Off the event loop (a Fleet-wide change over thousands of targets takes seconds),
+        # one at a time: the index is shared and only read; the copy is the run's own.
+        async with self._dry_runs:
+            reply, after = await asyncio.to_thread(
+                dry_run, start.index, request.policy, request.operation,
+                invalid=start.invalid)
         await self._access(reply, start.index, after)
         reply.revision = await self._reads.revision()
         return reply
