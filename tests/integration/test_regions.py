@@ -24,6 +24,9 @@ import yaml
 from nats.aio.client import Client
 
 from clearance_api import inboxes
+from clearance_runtime.messaging import bus
+from clearance_runtime.messaging.jetstream import StreamMismatch, Topology
+from tests.conftest import Servers
 from tests.integration.harness import cluster
 from tests.regions import Region, Regions
 from tests.support.policies import policy
@@ -147,3 +150,30 @@ async def test_a_change_in_a_is_answered_in_b_at_the_same_revision_and_b_outlive
     finally:
         await a.close()
         await b.close()
+
+
+async def test_a_stream_of_the_other_kind_is_refused(real_servers: Servers) -> None:
+    """A region configured as a mirror never folds a stream that takes publishes (nor
+    creates one), and a region configured as the source never uses a mirror."""
+    source, mirror = Topology(stream="REGIONS_SOURCE"), \
+        Topology(stream="REGIONS_MIRROR", mirror="hub")
+    nc = await nats.connect(real_servers.nats_url)
+    js = nc.jetstream()
+    try:
+        await bus.ensure_stream(js, source)
+        await bus.ensure_stream(js, mirror)  # created as the mirror (its source away)
+        created = (await js.stream_info(mirror.stream)).config
+        assert created.subjects in (None, []) and created.mirror is not None
+        assert created.mirror.external is not None
+        assert created.mirror.external.api == "$JS.hub.API"
+        await bus.ensure_stream(js, mirror)  # and accepted as such
+        with pytest.raises(StreamMismatch, match="not a mirror of REGIONS_SOURCE in domain hub"):
+            await bus.ensure_stream(js, Topology(stream="REGIONS_SOURCE", mirror="hub"))
+        with pytest.raises(StreamMismatch, match="takes no publishes: set CLEARANCE_STREAM_MIRROR"):
+            await bus.ensure_stream(js, Topology(stream="REGIONS_MIRROR"))
+        with pytest.raises(StreamMismatch, match="not a mirror of REGIONS_MIRROR in domain eu"):
+            await bus.ensure_stream(js, Topology(stream="REGIONS_MIRROR", mirror="eu"))
+    finally:
+        for topology in (source, mirror):
+            await js.delete_stream(topology.stream)
+        await nc.close()
