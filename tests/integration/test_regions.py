@@ -110,7 +110,10 @@ async def test_a_change_in_a_is_answered_in_b_at_the_same_revision_and_b_outlive
         write(regions.hub, "p.yaml", policy("p", users=["alice", "bob"], default="all"))
         bob_in_a = await changed(a, "bob", first["revision"])
         assert bob_in_a["decision"] == "allow"
+        seen_in_a = asyncio.get_running_loop().time()
         bob_in_b = await answer_at_least(b, "bob", bob_in_a["revision"])
+        print(f"B answered the change {asyncio.get_running_loop().time() - seen_in_a:.2f} s "
+              f"after A did")
         assert (bob_in_b["decision"], bob_in_b["revision"]) == \
             ("allow", bob_in_a["revision"])
 

@@ -234,15 +234,22 @@ class Regions:
                       nats_url=f"nats://127.0.0.1:{port}", valkey=valkey,
                       redis_url=redis_url)
 
-    async def start(self) -> None:
+    async def start(self, *, eu: bool = True) -> None:
         """Both regions' servers, the link, then the services (A's first: B's compiler
-        creates its mirror of A's stream, which A's compiler creates)."""
-        for region in (self.hub, self.eu):
+        creates its mirror of A's stream, which A's compiler creates). ``eu=False``:
+        region A alone, its leafnode port open."""
+        for region in (self.hub, self.eu) if eu else (self.hub,):
             region.nats.start()
             region.valkey.start()
         await self.link.start()
         self.hub.start_services()
-        self.eu.start_services()
+        if eu:
+            self.eu.start_services()
+
+    @property
+    def leaf_port(self) -> int:
+        """A's leafnode port (where :attr:`link` leads)."""
+        return self.link.target
 
     async def close(self) -> None:
         await self.link.cut()
