@@ -31,6 +31,7 @@ from nats.aio.msg import Msg
 from clearance_api import inboxes
 from clearance_core.folding.kinds import event_subject, ref_of
 from clearance_runtime.process import servers
+from tests import secured
 from tests.integration.harness import cluster, group
 from tests.regions import LEAF_PASSWORD, LEAF_USER, Region, Regions
 from tests.support.policies import policy
@@ -198,6 +199,16 @@ async def test_a_hostile_region_lands_nothing_on_the_hub(hub: Hub) -> None:
     taken = await answers.next_msg(timeout=5)
     assert "error" in json.loads(taken.data), taken.data
     await hub.hostile.flush()
+    # The region's credentials as a client of the hub: refused (leaf nodes only), where
+    # a user's are taken.
+    def login(user: str, password: str) -> Any:
+        return nats.connect(hub.region.nats_url, user=user, password=password,
+                            allow_reconnect=False, max_reconnect_attempts=0,
+                            connect_timeout=2)
+
+    await (await login("operator", secured.PASSWORDS["operator"])).close()
+    with pytest.raises((nats.errors.Error, OSError)):
+        await login(LEAF_USER, LEAF_PASSWORD)
     await _still_folding(hub, before)
 
 
