@@ -11,6 +11,7 @@ decision service never answers A's requests."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 import msgspec
 import nats
 import nats.errors
+import nats.js.errors
 import pytest
 import yaml
 from nats.aio.client import Client
@@ -155,12 +157,14 @@ async def test_a_change_in_a_is_answered_in_b_at_the_same_revision_and_b_outlive
         await b.close()
 
 
-async def test_a_stream_of_the_other_kind_is_refused(real_servers: Servers) -> None:
+async def test_a_stream_of_the_other_kind_is_refused(clean_servers: Servers) -> None:
     """A region configured as a mirror never folds a stream that takes publishes (nor
-    creates one), and a region configured as the source never uses a mirror."""
+    creates one), and a region configured as the source never uses a mirror. (On the
+    session's server, cleaned: the source takes clearance.events.>, which no other
+    stream may hold meanwhile.)"""
     source, mirror = Topology(stream="REGIONS_SOURCE"), \
         Topology(stream="REGIONS_MIRROR", mirror="hub")
-    nc = await nats.connect(real_servers.nats_url)
+    nc = await nats.connect(clean_servers.nats_url)
     js = nc.jetstream()
     try:
         await bus.ensure_stream(js, source)
@@ -178,5 +182,6 @@ async def test_a_stream_of_the_other_kind_is_refused(real_servers: Servers) -> N
             await bus.ensure_stream(js, Topology(stream="REGIONS_MIRROR", mirror="eu"))
     finally:
         for topology in (source, mirror):
-            await js.delete_stream(topology.stream)
+            with contextlib.suppress(nats.js.errors.NotFoundError):
+                await js.delete_stream(topology.stream)
         await nc.close()
