@@ -78,9 +78,11 @@ class Hub:
         return seq
 
     def write(self, filename: str, *objects: dict[str, Any]) -> None:
+        """A new manifest file, written whole before the watcher can see it."""
         assert self.region.manifests is not None
-        (self.region.manifests / filename).write_text(
-            yaml.safe_dump_all(objects, sort_keys=False))
+        staged = self.region.manifests / f".{filename}.tmp"
+        staged.write_text(yaml.safe_dump_all(objects, sort_keys=False))
+        staged.replace(self.region.manifests / filename)
 
 
 def _hostile_leaf(directory: Path, leaf_port: int) -> tuple[servers.Server, str, int]:

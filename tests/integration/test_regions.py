@@ -49,8 +49,12 @@ async def regions(tmp_path: Path) -> AsyncIterator[Regions]:
 
 
 def write(region: Region, filename: str, *objects: dict[str, Any]) -> None:
+    """Replace a manifest file at once (the watcher polls: a file rewritten in place may
+    be read empty in between, its objects deleted for a moment)."""
     assert region.manifests is not None
-    (region.manifests / filename).write_text(yaml.safe_dump_all(objects, sort_keys=False))
+    staged = region.manifests / f".{filename}.tmp"
+    staged.write_text(yaml.safe_dump_all(objects, sort_keys=False))
+    staged.replace(region.manifests / filename)
 
 
 async def connect(region: Region) -> Client:
