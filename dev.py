@@ -8,6 +8,7 @@
     python3 dev.py fuzz    # fuzz campaign on a running system (>= 100,000 requests), counts
     python3 dev.py chaos   # the fault suite on real processes; prints its table
     python3 dev.py attack  # the attack suite on real processes; prints its table
+    python3 dev.py regions # two regions on loopback, one mirroring the other (docs/regions.md)
     python3 dev.py lint    # ruff, mypy --strict, import-linter, schema drift
     python3 dev.py soak    # steady mixed load with policy churn, watched (--minutes 30)
     python3 dev.py screenshots  # the ops console's views, photographed into docs/console/
@@ -137,13 +138,13 @@ def main() -> int:
     if command == "up" and os.name == "posix":
         return run_forwarding([*just, command, *rest])
     if command in ("up", "test", "bench", "fuzz", "chaos", "attack", "soak", "lint",
-                   "schemas", "screenshots"):
+                   "schemas", "screenshots", "regions"):
         return subprocess.call([*just, command, *rest])
     if command == "setup":
         return 0
     raise SystemExit(
         f"unknown command {command!r}: use up, test, bench, fuzz, chaos, attack, soak, "
-        "lint, screenshots or setup")
+        "lint, screenshots, regions or setup")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,12 @@ fuzz *args:
 chaos *args:
     {{venv}}/python -m tests.chaos "$@"
 
+# Two regions on loopback (docs/regions.md): region hub (watcher on examples/, compiler,
+# invalidator, decision) and region eu (a leaf node mirroring hub's stream, with its own
+# Valkey, compiler, invalidator and decision); prints where each answers. `--dir DIR`.
+regions *args:
+    {{venv}}/python -m tests.regions "$@"
+
 # The attack suite on real servers and processes: every family of attack (a hostile
 # client, author, object or network peer) must fail to grant, stall, leak or crash;
 # prints a table per family. `--full` adds the heavier variants; `--only TEXT` narrows.

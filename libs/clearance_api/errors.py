@@ -30,6 +30,8 @@ crosses the wire: the compiler turns it into the object's status.
     ├── PullFailed            (runtime pull, also a nats.errors.Error) a pull request failed
     ├── ReplicasRefused       (runtime jetstream, also a nats.errors.Error) the cluster refused
     │                         CLEARANCE_JETSTREAM_REPLICAS for a stream
+    ├── StreamMismatch        (runtime jetstream) the event stream is a mirror where the
+    │                         source is configured, or the other way (CLEARANCE_STREAM_MIRROR)
     ├── safeyaml.Refused      (runtime, also a yaml.YAMLError) a document refused for what
     │                         loading it would cost (aliases)
     ├── CliError              (cli) a usage or input error: printed, exit status 2

@@ -90,3 +90,24 @@ def test_admin_namespaces_are_a_list_and_never_none() -> None:
         Settings.from_env({"CLEARANCE_ADMIN_NAMESPACES": " , ,"})
     assert str(exit_.value) == ("invalid configuration: CLEARANCE_ADMIN_NAMESPACES must "
                                 "name at least one namespace")
+
+
+def test_a_region_mirroring_another_names_its_domain() -> None:
+    settings = Settings.from_env({"CLEARANCE_STREAM_MIRROR": "hub"})
+    assert settings.topology.mirror == "hub"
+    assert settings.topology.mirror_api == "$JS.hub.API"
+    assert Settings.from_env({}).topology.mirror == ""  # the source, as before
+    for bad in ("hub.eu", "h*", "a b"):
+        with pytest.raises(SystemExit, match="invalid configuration: CLEARANCE_STREAM_MIRROR="):
+            Settings.from_env({"CLEARANCE_STREAM_MIRROR": bad})
+
+
+async def test_no_watcher_runs_where_the_stream_is_a_mirror() -> None:
+    from clearance_cli import services  # noqa: PLC0415 - the services' module, as the CLI
+
+    region = Settings.from_env({"CLEARANCE_STREAM_MIRROR": "hub"})
+    assert services.every_service(region) == ["compiler", "cache-invalidator", "decision",
+                                              "gateway"]
+    assert services.every_service(Settings())[0] == "watcher"
+    with pytest.raises(SystemExit, match=r"CLEARANCE_STREAM_MIRROR=hub: .* no publishes"):
+        await services.run_service("watcher", region)

@@ -2,7 +2,9 @@
 
 The stream is created at start if missing and left alone when it exists (operators may
 have tuned it). It keeps the last messages of every object subject for ever, so replaying
-it from the start rebuilds the complete current state.
+it from the start rebuilds the complete current state. In a region that mirrors another
+region's stream (``CLEARANCE_STREAM_MIRROR``, docs/regions.md) it is created as that
+mirror instead, and an existing stream must be one.
 """
 
 from __future__ import annotations
@@ -14,7 +16,14 @@ from urllib.parse import urlsplit, urlunsplit
 import nats
 from nats.aio.client import Client
 from nats.js import JetStreamContext
-from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import (
+    DiscardPolicy,
+    ExternalStream,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+    StreamSource,
+)
 from nats.js.errors import NotFoundError
 
 from clearance_api import inboxes, nats_urls
@@ -121,6 +130,20 @@ def _connected_to(nc: Client) -> str:
 
 
 def stream_config(topology: Topology = DEFAULT) -> StreamConfig:
+    if topology.mirror:
+        # A mirror has no subjects (it takes no publishes) and no duplicate window (it
+        # copies what its source accepted, sequence numbers included); it keeps the
+        # same history per object, and as many copies as this region's setting says.
+        return StreamConfig(
+            name=topology.stream,
+            mirror=StreamSource(name=topology.stream,
+                                external=ExternalStream(api=topology.mirror_api)),
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            discard=DiscardPolicy.OLD,
+            max_msgs_per_subject=HISTORY_PER_OBJECT,
+            num_replicas=topology.replicas,
+        )
     return StreamConfig(
         name=topology.stream,
         subjects=[EVENTS_SUBJECTS],
@@ -136,22 +159,47 @@ def stream_config(topology: Topology = DEFAULT) -> StreamConfig:
 async def ensure_stream(js: JetStreamContext, topology: Topology = DEFAULT, *,
                         reconcile: bool = True) -> None:
     """Create the event stream if it does not exist (racing creators are fine), with
-    ``topology``'s replicas; an existing one is brought to that count (``reconcile``;
-    else a difference is only logged) and otherwise left as it is
-    (clearance_runtime.messaging.jetstream)."""
+    ``topology``'s replicas — as a mirror of its domain's stream when it names one; an
+    existing one is brought to that count (``reconcile``; else a difference is only
+    logged) and otherwise left as it is (clearance_runtime.messaging.jetstream).
+    :class:`~clearance_runtime.messaging.jetstream.StreamMismatch` when the existing
+    stream is a mirror and ``topology`` a source, or the other way round."""
     try:
-        await jetstream.reconcile(js, topology.stream, replicas=topology.replicas,
-                                  update=reconcile)
-        return
+        config = await jetstream.reconcile(js, topology.stream, replicas=topology.replicas,
+                                           update=reconcile)
     except NotFoundError:
         pass
+    else:
+        check_kind(config, topology)
+        return
     try:
         await js.add_stream(stream_config(topology))
-        log.info("stream_created", stream=topology.stream, replicas=topology.replicas)
+        log.info("stream_created", stream=topology.stream, replicas=topology.replicas,
+                 mirror_of=topology.mirror or None)
     except nats.js.errors.BadRequestError as exc:
         # Another service created it between our two calls.
         if "already in use" not in str(exc):
             raise
+        check_kind((await js.stream_info(topology.stream)).config, topology)
+
+
+def check_kind(config: StreamConfig, topology: Topology) -> None:
+    """StreamMismatch unless the stream is the mirror (or the source) ``topology`` says."""
+    mirror = config.mirror
+    api = mirror.external.api if mirror is not None and mirror.external is not None else None
+    if topology.mirror:
+        if mirror is None or mirror.name != topology.stream or api != topology.mirror_api:
+            found = "a stream with subjects" if mirror is None else \
+                f"a mirror of {mirror.name} through {api or 'this domain'}"
+            raise jetstream.StreamMismatch(
+                f"stream {topology.stream} is {found}, not a mirror of {topology.stream} "
+                f"in domain {topology.mirror} (CLEARANCE_STREAM_MIRROR={topology.mirror}): "
+                f"delete it to have it created as the mirror, or fix the setting")
+    elif mirror is not None:
+        raise jetstream.StreamMismatch(
+            f"stream {topology.stream} is a mirror of {mirror.name} (through "
+            f"{api or 'this domain'}) and takes no publishes: set CLEARANCE_STREAM_MIRROR "
+            f"to its source's domain in this region, and run no watcher here")
 
 
 class Position(NamedTuple):

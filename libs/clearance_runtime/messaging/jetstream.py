@@ -8,6 +8,11 @@ node's loss costs only a leader election. Each service that uses one brings it t
 configured count at start (:func:`reconcile`): created that way if missing, updated (and
 logged) if it exists with another count, so scaling an existing deployment is a restart
 with the new setting. An operator's other tuning of the stream is left alone.
+
+In a region that answers from another region's events (docs/regions.md) the stream is a
+*mirror*: ``mirror`` names the JetStream domain of the region whose stream of the same
+name it copies. A mirror keeps its source's sequence numbers, so a revision names the same
+event in both regions; it takes no publishes of its own.
 """
 
 from __future__ import annotations
@@ -35,11 +40,18 @@ class Topology:
     stream: str = EVENTS_STREAM
     lease_bucket: str = DEFAULT_LEASE_BUCKET
     replicas: int = 1
+    #: The JetStream domain of the stream this one mirrors ("": this stream is the source).
+    mirror: str = ""
 
     @property
     def lease_stream(self) -> str:
         """The stream that holds the lease bucket (JetStream's naming for KV buckets)."""
         return f"KV_{self.lease_bucket}"
+
+    @property
+    def mirror_api(self) -> str:
+        """The API prefix through which the mirrored stream is reached (its domain's)."""
+        return f"$JS.{self.mirror}.API"
 
 
 async def reconcile(js: JetStreamContext, stream: str, *, replicas: int,
@@ -91,6 +103,12 @@ class ReplicasRefused(nats.errors.Error, ClearanceError):
         super().__init__(f"stream {stream}: {replicas} replica(s) refused by NATS: {cause} "
                          f"(CLEARANCE_JETSTREAM_REPLICAS: at most the cluster's node count; "
                          f"1 on a server outside a cluster)")
+
+
+class StreamMismatch(ClearanceError):
+    """The event stream is not what this region's configuration says it is: a mirror
+    where the source is expected, or the other way round (a setting or a stream to
+    fix; nothing is folded from, or published to, the wrong one)."""
 
 
 #: One set per NATS account, with the names every deployment had before they were settings.

@@ -28,6 +28,8 @@ _Positive = Annotated[int, msgspec.Meta(ge=1)]
 #: JetStream names: letters, digits, ``-`` and ``_`` (no dots, wildcards or spaces).
 _STREAM_NAME = r"^[A-Za-z0-9_-]{1,64}$"
 _BUCKET_NAME = r"^[A-Za-z0-9_-]{1,60}$"
+#: A JetStream domain, or none (empty): one subject token, letters, digits, - and _.
+_DOMAIN_OR_NONE = r"^[A-Za-z0-9_-]{0,64}$"
 
 
 class Settings(msgspec.Struct, kw_only=True, frozen=True):
@@ -150,6 +152,15 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     #: working (so two never work at once): the TTL must be at least 3 x renew.
     lease_renew_s: _Seconds = 3.0
 
+    # -- Regions (docs/regions.md): a region answering from a mirror of another's stream -
+    #: The JetStream domain of the region whose event stream this region's mirrors (this
+    #: region's NATS server a leaf node of that region's). Set: the compiler creates the
+    #: stream as a mirror of the stream of the same name in that domain (sequence numbers,
+    #: hence revisions, kept) and refuses one that is not; the watcher refuses to run (a
+    #: mirror takes no publishes; ``run all`` leaves it out). Unset: the stream is the
+    #: source, and a mirror found in its place is refused.
+    stream_mirror: Annotated[str, msgspec.Meta(pattern=_DOMAIN_OR_NONE)] = ""
+
     def __post_init__(self) -> None:
         if self.lease_ttl_s < 3 * self.lease_renew_s:
             raise ValueError("CLEARANCE_LEASE_TTL_S must be at least 3 x "
@@ -184,7 +195,7 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     def topology(self) -> Topology:
         """Where this deployment's JetStream state lives, and its replicas."""
         return Topology(stream=self.stream_name, lease_bucket=self.lease_bucket,
-                        replicas=self.jetstream_replicas)
+                        replicas=self.jetstream_replicas, mirror=self.stream_mirror)
 
     @property
     def reply_prefix_list(self) -> tuple[str, ...]:
@@ -304,6 +315,8 @@ ENV = {
     "lease_bucket": "CLEARANCE_LEASE_BUCKET",
     "lease_ttl_s": "CLEARANCE_LEASE_TTL_S",
     "lease_renew_s": "CLEARANCE_LEASE_RENEW_S",
+    # Regions.
+    "stream_mirror": "CLEARANCE_STREAM_MIRROR",
 }
 _BOOLEANS = {"allow_unset", "kubernetes", "write_status"}
 _NATS_URLS = ("nats_url", "watcher_nats_url", "compiler_nats_url",

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from clearance_cli import services  # noqa: PLC0415 - see above
 
     settings = _gateway_flags(args, _settings(args))
-    names = list(services.NAMES) if args.service == "all" else [args.service]
+    names = services.every_service(settings) if args.service == "all" else [args.service]
     heap.settle()
     with contextlib.suppress(KeyboardInterrupt):
         uvloop.run(services.run_services(names, settings))

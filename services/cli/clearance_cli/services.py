@@ -24,6 +24,12 @@ from clearance_runtime.storage import packing, store
 
 log = logs.get(__name__)
 NAMES = ("watcher", "compiler", "cache-invalidator", "decision", "gateway")
+
+
+def every_service(settings: Settings) -> list[str]:
+    """What ``run all`` runs: every service, but the watcher in a region whose stream is a
+    mirror (its events come from the source region's watcher)."""
+    return [name for name in NAMES if not (name == "watcher" and settings.stream_mirror)]
 #: Seconds from SIGTERM/SIGINT to exit, at most (the contract's bound is 5 s).
 CLOSE_WITHIN = 4.0
 #: Child processes (embedded servers) to kill if the watchdog has to end the process.
@@ -44,6 +50,11 @@ async def run_service(name: str, settings: Settings) -> None:
     the others down."""
     if name not in NAMES:
         raise SystemExit(f"unknown service {name!r}; choose from {', '.join(NAMES)} or all")
+    if name == "watcher" and settings.stream_mirror:
+        raise SystemExit(f"invalid configuration: CLEARANCE_STREAM_MIRROR="
+                         f"{settings.stream_mirror}: this region's event stream is a mirror, "
+                         f"which takes no publishes; run the watcher in the region that holds "
+                         f"the source stream")
     # Each service runs in its own task: the binding stays with its log lines.
     structlog.contextvars.bind_contextvars(service=name)
     run = functools.partial(_supervised, name, settings)
