@@ -75,6 +75,8 @@ class DecisionService:
                               budget=budget, max_payload=lambda: nc.max_payload)
         self._tokens = TokenReviews(settings.kubeconfig,
                                     audiences=settings.token_audience_list)
+        # The reviews and search (``review.*``) read one state through one probe, which
+        # refuses a state that is not whole as ``whole=True`` would (a round trip less).
         self.routes: dict[str, Route] = route_table({
             SUBJECT_CHECK: Serve(self._checks.check),
             SUBJECT_BATCH: Serve(self._checks.batch, validate=validate_batch, whole=True),
@@ -82,11 +84,11 @@ class DecisionService:
             SUBJECT_FILTER: Serve(lists.filter),
             SUBJECT_METRICS: Serve(lists.metrics),
             SUBJECT_CUSTOM_TYPES: Serve(lists.custom_types),
-            SUBJECT_REVIEW_SUBJECT: Serve(review.subject, whole=True),
-            SUBJECT_REVIEW_RULES: Serve(review.rules, whole=True),
-            SUBJECT_REVIEW_RESOURCE: Serve(review.resource, whole=True),
-            SUBJECT_SEARCH_FILTER: Serve(review.search_filter, whole=True),
-            SUBJECT_SEARCH_PLAN: Serve(review.search_plan, whole=True),
+            SUBJECT_REVIEW_SUBJECT: Serve(review.subject),
+            SUBJECT_REVIEW_RULES: Serve(review.rules),
+            SUBJECT_REVIEW_RESOURCE: Serve(review.resource),
+            SUBJECT_SEARCH_FILTER: Serve(review.search_filter),
+            SUBJECT_SEARCH_PLAN: Serve(review.search_plan),
             SUBJECT_PERMISSIONS: Serve(views.permissions),
             SUBJECT_POLICIES: Serve(views.policies),
             SUBJECT_CACHE_CLEAR: Serve(operations.cache_clear),

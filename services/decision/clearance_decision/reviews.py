@@ -4,11 +4,14 @@
 returns the same object with its ``status``; ``review.rules`` answers in the
 SelfSubjectRulesReview shape; ``review.resource`` is "who can" (ResourceAccessReview).
 
-The RBAC index comes from :meth:`clearance_runtime.reading.reads.Reads.rbac_index` (built in
-this process, then updated change by change from the compiler's RBAC change log): answers
-cost an index lookup, not a scan of every binding. Request groups are the effective
-groups of every decision: the given groups, the OpenShift Groups listing the user, and
-the service-account groups.
+Each answer reads one state, :meth:`clearance_runtime.reading.reads.Reads.rbac`: the RBAC
+index (built in this process, then updated change by change from the compiler's RBAC
+change log), the Group memberships and the system revision, after one probe of the store
+that the requests of an event-loop iteration share — and that refuses a state being
+rebuilt, so these routes need no separate check (``app.py``). Answers cost an index
+lookup, not a scan of every binding. Request groups are the effective groups of every
+decision: the given groups, the OpenShift Groups listing the user, and the
+service-account groups.
 """
 
 from __future__ import annotations
@@ -31,9 +34,8 @@ from clearance_api.wire import (
 )
 from clearance_core.kube.resources import check_principal
 from clearance_core.rbac import search
-from clearance_core.rbac.index import RbacIndex
 from clearance_core.rbac.rules import Attributes, NonResourceAttributes, ResourceAttributes
-from clearance_runtime.reading.reads import Reads
+from clearance_runtime.reading.reads import RbacState, Reads
 
 
 class Reviews:
@@ -42,32 +44,32 @@ class Reviews:
 
     async def _search_inputs(
         self, principal: Principal
-    ) -> tuple[RbacIndex, dict[str, dict[str, str]], list[str]]:
-        """The RBAC index, the cluster inventory and the principal's effective groups."""
+    ) -> tuple[RbacState, dict[str, dict[str, str]], list[str]]:
+        """One state's RBAC, its cluster inventory and the principal's effective groups."""
         check_principal(principal)
-        index, inventory = await self._reads.rbac_index(), await self._reads.inventory()
-        groups = await self._reads.effective_groups(principal.username, principal.groups,
-                                                    principal.email)
-        return index, inventory, groups
+        state = await self._reads.rbac()
+        groups = state.effective_groups(principal.username, principal.groups,
+                                        principal.email)
+        return state, state.inventory(), groups
 
     async def search_filter(self, request: SearchFilterRequest) -> SearchFilterReply:
         principal = request.who()
-        index, inventory, groups = await self._search_inputs(principal)
+        state, inventory, groups = await self._search_inputs(principal)
         shown = search.search_filter(
-            index, principal.username, groups, inventory,
+            state.index, principal.username, groups, inventory,
             [search.SearchItem(cluster=i.cluster, group=i.group, resource=i.resource,
                                kind=i.kind or "", namespace=i.namespace or "", name=i.name)
              for i in request.items])
         visible = [item for item, ok in zip(request.items, shown, strict=True) if ok]
         return SearchFilterReply(items=visible, total=len(request.items), visible=len(visible),
-                                 revision=await self._reads.revision())
+                                 revision=state.revision)
 
     async def search_plan(self, request: PrincipalRequest) -> SearchPlanReply:
         principal = request.who()
-        index, inventory, groups = await self._search_inputs(principal)
-        plan = search.search_plan(index, principal.username, groups, inventory)
+        state, inventory, groups = await self._search_inputs(principal)
+        plan = search.search_plan(state.index, principal.username, groups, inventory)
         return SearchPlanReply(hub=plan.hub, managed_clusters=plan.managed_clusters,
-                               sql=plan.sql, revision=await self._reads.revision())
+                               sql=plan.sql, revision=state.revision)
 
     async def subject(self, review: SubjectAccessReview) -> SubjectAccessReviewReply:
         spec = review.spec
@@ -93,9 +95,9 @@ class Reviews:
                              "nonResourceAttributes")
         if not spec.user and not spec.groups:
             raise BadRequest("spec needs a user or groups")
-        groups = (await self._reads.effective_groups(spec.user, spec.groups) if spec.user
-                  else spec.groups)
-        index = await self._reads.rbac_index()
+        state = await self._reads.rbac()
+        groups = state.effective_groups(spec.user, spec.groups) if spec.user else spec.groups
+        index = state.index
         allowed, reason, error = index.allowed(attrs, spec.user, groups)
         if not allowed:
             # The status has no warnings member: a deny's reason says which name of the
@@ -108,13 +110,13 @@ class Reviews:
         # request_id is echoed by the route, and only when the request carried one.
         return SubjectAccessReviewReply(
             api_version=review.api_version, kind=review.kind, metadata=review.metadata,
-            spec=spec, status=status, revision=await self._reads.revision())
+            spec=spec, status=status, revision=state.revision)
 
     async def rules(self, request: RulesReviewRequest) -> RulesReviewReply:
         if not request.user:
             raise BadRequest("user is required")
-        index = await self._reads.rbac_index()
-        groups = await self._reads.effective_groups(request.user, request.groups)
+        state = await self._reads.rbac()
+        index, groups = state.index, state.effective_groups(request.user, request.groups)
         resource_rules, non_resource_rules = index.rules_for(
             request.user, groups, request.spec.namespace)
         status = RulesReviewStatus(resource_rules=resource_rules,
@@ -122,7 +124,7 @@ class Reviews:
         error = index.evaluation_error(request.user, groups, request.spec.namespace)
         if error:
             status.evaluation_error = error
-        return RulesReviewReply(status=status, revision=await self._reads.revision())
+        return RulesReviewReply(status=status, revision=state.revision)
 
     async def resource(self, request: ResourceReviewRequest) -> ResourceReviewReply:
         if not request.verb or not request.resource:
@@ -131,6 +133,6 @@ class Reviews:
                                    resource=request.resource,
                                    subresource=request.subresource, name=request.name,
                                    namespace=request.namespace)
-        users, groups = (await self._reads.rbac_index()).who_can(attrs)
-        return ResourceReviewReply(users=users, groups=groups,
-                                   revision=await self._reads.revision())
+        state = await self._reads.rbac()
+        users, groups = state.index.who_can(attrs)
+        return ResourceReviewReply(users=users, groups=groups, revision=state.revision)
