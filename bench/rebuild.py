@@ -32,9 +32,6 @@ from clearance_runtime.messaging import bus
 from clearance_runtime.storage import keys
 
 COPIES = 37
-#: Publications awaited together: one at a time, publishing 100,000 events took longer
-#: than folding them.
-PUBLISH_WINDOW = 256
 
 
 def fleet_copy(k: int) -> list[dict[str, Any]]:
@@ -53,19 +50,6 @@ def fleet_copy(k: int) -> list[dict[str, Any]]:
     return objects
 
 
-async def publish_all(js: Any, objects: list[dict[str, Any]]) -> int:
-    """Publish in order, ``PUBLISH_WINDOW`` at a time; the last stream sequence."""
-    last = 0
-    for start in range(0, len(objects), PUBLISH_WINDOW):
-        acks = await asyncio.gather(*(
-            js.publish(f"clearance.events.{o['kind'].lower()}."
-                       f"{o['metadata'].get('namespace', '_')}.{o['metadata']['name']}",
-                       msgspec.json.encode({"type": "ADDED", "object": o}))
-            for o in objects[start:start + PUBLISH_WINDOW]))
-        last = max(last, *(int(ack.seq) for ack in acks))
-    return last
-
-
 async def measure(copies: int = COPIES) -> dict[str, Any]:
     srv = run.start_servers("clearance-rebuild-")
     procs = []
@@ -75,7 +59,7 @@ async def measure(copies: int = COPIES) -> dict[str, Any]:
         await bus.ensure_stream(js)
         seq = 0
         for k in range(copies):
-            seq = await publish_all(js, fleet_copy(k))
+            seq = await run.publish_all(js, fleet_copy(k))
         r = aioredis.from_url(srv.redis_url)
         procs = await run.spawn_folding(srv.env, r)
         while (first := int(await r.get(keys.REV) or 0)) == 0:  # noqa: ASYNC110 - timed
