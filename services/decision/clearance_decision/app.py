@@ -70,7 +70,8 @@ class DecisionService:
         self._checks = Checks(decider, self._cache, self._reads)
         audience = Audience(self._reads, decider)
         lists, views = Lists(self._reads, budget=budget), Views(self._reads)
-        review, operations = Reviews(self._reads), Operations(self._reads, self._cache)
+        review = self._reviews = Reviews(self._reads)
+        operations = Operations(self._reads, self._cache)
         inherited = Inherited(self._reads, rows=settings.simulate_access_rows,
                               budget=budget, max_payload=lambda: nc.max_payload)
         self._tokens = TokenReviews(settings.kubeconfig,
@@ -109,10 +110,17 @@ class DecisionService:
         """Checks that arrived together, answered together (see :mod:`.checks`)."""
         return await self._checks.many(self.routes[SUBJECT_CHECK], bodies)
 
+    async def review_many(self, bodies: list[bytes]) -> list[bytes]:
+        """SubjectAccessReviews that arrived together, answered from one state (see
+        :mod:`.reviews`)."""
+        return await self._reviews.subject_many(self.routes[SUBJECT_REVIEW_SUBJECT], bodies)
+
     async def run(self) -> None:
         for subject, route in self.routes.items():
             if subject == SUBJECT_CHECK:
                 await self._responder.serve_many(subject, self.check_many)
+            elif subject == SUBJECT_REVIEW_SUBJECT:
+                await self._responder.serve_many(subject, self.review_many)
             else:
                 await self._responder.serve(subject, route)
         log.info("decision_ready", subjects=list(self.routes))
