@@ -26,6 +26,7 @@ decision service answers it with :func:`unavailable`.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import redis.asyncio as aioredis
@@ -219,7 +220,8 @@ def _snapshot_of(mirror: StateMirror, principal: Principal, revision: int, *,
     return snapshot, identity_of(principal, snapshot.member_of)
 
 
-class RbacState(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class RbacState:
     """The RBAC of one state (:meth:`Reads.rbac`): valid until the caller's next await,
     which may let a catch-up change the mirror in place — read it in one synchronous
     step."""
