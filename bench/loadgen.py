@@ -40,6 +40,17 @@ async def load(nc: Any, subject: str, bodies: list[bytes], *, seconds: float, in
     return done / (time.perf_counter() - started), latencies
 
 
+async def cpu_per_request(nc: Any, subject: str, bodies: list[bytes], pid: int, *,
+                          seconds: float, inflight: int) -> float:
+    """Microseconds of process ``pid``'s CPU per request answered, under ``inflight``
+    outstanding for ``seconds``: unlike a rate, barely moved by what else the machine runs."""
+    used = cpu_seconds(pid)
+    started = time.perf_counter()
+    rate, _ = await load(nc, subject, bodies, seconds=seconds, inflight=inflight)
+    answered = rate * (time.perf_counter() - started)
+    return 1e6 * (cpu_seconds(pid) - used) / answered
+
+
 def pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100)[int(q) - 1] if len(values) > 1 else values[0]
 
