@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 
 from clearance_api.errors import BadRequest
 from clearance_api.wire import (
@@ -42,6 +43,10 @@ from clearance_core.rbac.rules import Attributes, NonResourceAttributes, Resourc
 from clearance_decision.routes import Route
 from clearance_runtime.messaging.responder import reply_to
 from clearance_runtime.reading.reads import RbacState, Reads
+
+#: Seconds of answering a batch of reviews from one state before the event loop gets a
+#: turn (and the rest of the batch a state read again).
+SLICE_SECONDS = 0.02
 
 
 class Reviews:
@@ -83,32 +88,38 @@ class Reviews:
 
     async def subject_many(self, route: Route, bodies: list[bytes]) -> list[bytes]:
         """One reply per body, in order, for reviews that arrived together (``route``: the
-        review.subject route): every one that needs no wait is answered from one state,
-        read once, with no await between two answers. Requests stay isolated
+        review.subject route), in slices of at most ``SLICE_SECONDS``: the reviews of
+        a slice that need no wait are answered from one state read for it, with no await
+        between two answers. Requests stay isolated
         (docs/api/README.md: Conventions): a body that cannot be answered so — malformed,
         asking for ``min_revision``, or failing in any way — falls to the route, which
         answers it alone with its own error."""
         replies: list[bytes | None] = [None] * len(bodies)
-        fast: list[tuple[int, SubjectAccessReview, Attributes]] = []
-        for index, body in enumerate(bodies):
-            try:
-                review = route.decode(body)
-                if review.min_revision is None:
-                    fast.append((index, review, _attributes(review)))
-            except Exception:  # noqa: S112 - the route answers it with its own error
-                continue
-        state: RbacState | None = None
-        if fast:
-            # A store outage: each is answered alone below, as unavailable.
+        position = 0
+        while position < len(bodies):
+            # One state per slice, read by one probe (shared with the other requests of
+            # the iteration); a store outage leaves the rest to be answered alone below,
+            # each as unavailable.
+            state: RbacState | None = None
             with contextlib.suppress(Exception):
                 state = await self._reads.rbac()
-        if state is not None:
-            for index, review, attrs in fast:  # no await: every answer of one state
-                try:
-                    replies[index] = route.encode(self._subject(state, review, attrs), review,
-                                                  bodies[index])
-                except Exception:  # noqa: S112 - answered (and logged) alone, below
-                    continue
+            if state is None:
+                break
+            # No await within a slice: its answers are of one state. A slice ends after
+            # SLICE_SECONDS, decoding included (a review may assert 10,000 groups:
+            # milliseconds to decode and to answer), and the loop lets other requests in
+            # before the next one.
+            until = time.monotonic() + SLICE_SECONDS
+            while position < len(bodies):
+                index, position = position, position + 1
+                # Whatever fails here is answered (and logged) alone, below.
+                with contextlib.suppress(Exception):
+                    review = route.decode(bodies[index])
+                    if review.min_revision is None:
+                        answer = self._subject(state, review, _attributes(review))
+                        replies[index] = route.encode(answer, review, bodies[index])
+                if time.monotonic() > until:
+                    break
         slow = [i for i, reply in enumerate(replies) if reply is None]
         for index, (reply, _) in zip(slow, await asyncio.gather(*(
                 reply_to(SUBJECT_REVIEW_SUBJECT, route, bodies[i]) for i in slow)),
