@@ -40,16 +40,30 @@ async def load(nc: Any, subject: str, bodies: list[bytes], *, seconds: float, in
     return done / (time.perf_counter() - started), latencies
 
 
+async def cpu_per_request(nc: Any, subject: str, bodies: list[bytes], pid: int, *,
+                          seconds: float, inflight: int) -> float:
+    """Microseconds of process ``pid``'s CPU per request answered, under ``inflight``
+    outstanding for ``seconds``: unlike a rate, barely moved by what else the machine runs."""
+    used = cpu_seconds(pid)
+    started = time.perf_counter()
+    rate, _ = await load(nc, subject, bodies, seconds=seconds, inflight=inflight)
+    answered = rate * (time.perf_counter() - started)
+    return 1e6 * (cpu_seconds(pid) - used) / answered
+
+
 def pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100)[int(q) - 1] if len(values) > 1 else values[0]
 
 
 async def measure(nc: Any, subject: str, bodies: list[bytes], seconds: float, inflight: int
                   ) -> dict[str, float]:
+    """Throughput with ``inflight`` outstanding (and the latencies under that load:
+    ``loaded_p50_ms``, ``loaded_p99_ms``), then latency one at a time."""
     await load(nc, subject, bodies, seconds=0.5, inflight=inflight)  # warm up
-    rate, _ = await load(nc, subject, bodies, seconds=seconds, inflight=inflight)
+    rate, loaded = await load(nc, subject, bodies, seconds=seconds, inflight=inflight)
     _, lat = await load(nc, subject, bodies, seconds=min(seconds, 3), inflight=1)
-    return {"rps": rate, "p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99)}
+    return {"rps": rate, "p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99),
+            "loaded_p50_ms": pct(loaded, 50), "loaded_p99_ms": pct(loaded, 99)}
 
 
 async def fastest(nc: Any, subject: str, body: bytes, runs: int = 3) -> float:

@@ -1,4 +1,5 @@
-"""An RBAC fleet for the review benchmarks: 1,000 roles, 5,000 bindings, 2,000 namespaces."""
+"""An RBAC fleet for the review benchmarks: 1,000 roles, 5,000 bindings, 2,000 namespaces
+(and the same shape at 50,000 bindings for who-can at scale: ``objects(BINDINGS_AT_SCALE)``)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,30 @@ RBAC = "rbac.authorization.k8s.io/v1"
 VERBS = (["get", "list", "watch"], ["get"], ["create", "update", "delete"], ["*"])
 RESOURCES = (["pods"], ["pods", "pods/log"], ["deployments"], ["configmaps", "secrets"],
              ["*"], ["services"])
+BINDINGS = 5000
+BINDINGS_AT_SCALE = 50_000
+#: The first 500 bindings are ClusterRoleBindings, at any scale (a cluster has a few
+#: hundred; its RoleBindings grow with its namespaces and teams).
+CLUSTER_BINDINGS = 500
 
 
-def objects() -> list[dict[str, Any]]:
+def users(bindings: int = BINDINGS) -> int:
+    """How many distinct users the bindings name: 700 at 5,000 bindings, 7,000 at 50,000."""
+    return max(700, bindings * 7 // 50)
+
+
+def groups(bindings: int = BINDINGS) -> int:
+    """How many distinct groups: 90 at 5,000 bindings, 900 at 50,000."""
+    return max(90, bindings * 9 // 500)
+
+
+def objects(bindings: int = BINDINGS) -> list[dict[str, Any]]:
+    """The 1,000 roles, then ``bindings`` bindings naming ``users(bindings)`` users and
+    ``groups(bindings)`` groups."""
+    return [*roles(), *bound(bindings)]
+
+
+def roles() -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for r in range(200):
         out.append({"apiVersion": RBAC, "kind": "ClusterRole", "metadata": {"name": f"cr{r}"},
@@ -21,9 +43,16 @@ def objects() -> list[dict[str, Any]]:
                     "metadata": {"name": f"r{r}", "namespace": f"ns{r % 2000}"},
                     "rules": [{"apiGroups": [""], "resources": RESOURCES[r % 6],
                                "verbs": VERBS[(r + 1) % 4]}]})
-    for b in range(5000):
+    return out
+
+
+def bound(bindings: int = BINDINGS) -> list[dict[str, Any]]:
+    """The fleet's ``bindings`` ClusterRoleBindings and RoleBindings."""
+    n_users, n_groups = users(bindings), groups(bindings)
+    out: list[dict[str, Any]] = []
+    for b in range(bindings):
         namespace = f"ns{b % 2000}"
-        if b < 500:
+        if b < CLUSTER_BINDINGS:
             kind, meta = "ClusterRoleBinding", {"name": f"crb{b}"}
             role = {"kind": "ClusterRole", "name": f"cr{b % 200}"}
         else:
@@ -32,8 +61,8 @@ def objects() -> list[dict[str, Any]]:
                     {"kind": "Role", "name": f"r{b % 800}"})
         out.append({"apiVersion": RBAC, "kind": kind, "metadata": meta,
                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", **role},
-                    "subjects": [{"kind": "User", "name": f"user-{b % 700}"},
-                                 {"kind": "Group", "name": f"group-{b % 90}"}]})
+                    "subjects": [{"kind": "User", "name": f"user-{b % n_users}"},
+                                 {"kind": "Group", "name": f"group-{b % n_groups}"}]})
     return out
 
 
@@ -55,9 +84,10 @@ def search_items(n: int) -> list[dict[str, Any]]:
     return out
 
 
-def review(i: int) -> dict[str, Any]:
+def review(i: int, bindings: int = BINDINGS) -> dict[str, Any]:
     return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-            "spec": {"user": f"user-{i % 700}", "groups": [f"group-{i % 90}"],
+            "spec": {"user": f"user-{i % users(bindings)}",
+                     "groups": [f"group-{i % groups(bindings)}"],
                      "resourceAttributes": {"verb": ("get", "list", "delete")[i % 3],
                                             "resource": ("pods", "secrets", "services")[i % 3],
                                             "namespace": f"ns{i % 2000}"}}}

@@ -369,6 +369,41 @@ async def test_a_flood_of_dry_runs_naming_thousands_is_cut_and_stalls_nothing(
     await still_works(deployment, nc)
 
 
+async def test_a_flood_of_reviews_asserting_thousands_of_groups_does_not_stall_checks(
+        deployment: Deployment, nc: Client) -> None:
+    """SubjectAccessReviews asserting 10,000 groups each (the most a request may; every
+    group looked up in the binding indexes: milliseconds a review), 240 sent at once:
+    each is answered, and a
+    check asked meanwhile waits a slice of them, not the flood (reviews that arrive
+    together are answered together, in bounded slices)."""
+    write(deployment, "review-canary.yaml", policy("review-canary", users=["review-canary"],
+                                                   default="all"))
+    await decided(nc, "review-canary", "allow")
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+              "spec": {"user": "mallory", "groups": [f"g{i:05d}" for i in range(10_000)],
+                       "resourceAttributes": {"verb": "get", "resource": "pods",
+                                              "namespace": "ns"}}}
+    began = time.monotonic()
+    flood = [asyncio.ensure_future(request(nc, "clearance.v1.review.subject", review,
+                                           timeout=60)) for _ in range(240)]
+    waits: list[float] = []
+    while not all(f.done() for f in flood):
+        started = time.monotonic()
+        reply = await request(nc, "clearance.v1.check", {
+            "principal": {"username": "review-canary"}, "action": "view",
+            "resource": {"type": "cluster", "name": "c1"}})
+        assert reply["decision"] == "allow"
+        waits.append(time.monotonic() - started)
+    took = time.monotonic() - began
+    for reply in await asyncio.gather(*flood):
+        assert reply.get("status", {}).get("allowed") is False, reply.get("error")
+    typical = statistics.median(waits)
+    assert typical < max(0.2, took / 8), \
+        f"checks waited {typical:.2f} s behind a flood of reviews answered in {took:.2f} s"
+    (deployment.manifests / "review-canary.yaml").unlink()
+    await still_works(deployment, nc)
+
+
 def test_the_attack_files_left_nothing_running(deployment: Deployment) -> None:
     assert isinstance(deployment.root, Path)
     assert deployment.exited() == {}

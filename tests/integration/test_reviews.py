@@ -186,6 +186,34 @@ async def test_bad_reviews_are_bad_requests(system: System, body: dict[str, Any]
     assert reply["error"]["code"] == "bad_request"
 
 
+async def test_reviews_sent_together_are_each_answered_alone(system: System) -> None:
+    """Reviews arriving in one event-loop iteration are answered from one state together;
+    each still gets its own answer — a malformed or bad neighbour, or one that waits for a
+    revision, changes nobody else's (docs/api/README.md: Conventions)."""
+    revision = await system.settle()
+    bodies: list[Any] = [
+        sar("alice", verb="get", resource="pods", namespace="shop"),
+        b"{not json",
+        {"spec": {"user": "alice"}},
+        {**sar("monitor", path="/healthz", verb="get"), "request_id": "r-1"},
+        {**sar("bob", verb="get", resource="pods", namespace="shop"),
+         "min_revision": revision},
+        sar("alice", verb="lst", resource="pods", namespace="shop"),
+    ] * 8
+    replies = await asyncio.gather(*(
+        system.request("clearance.v1.review.subject", body) for body in bodies))
+    for n in range(0, len(bodies), 6):
+        good, malformed, bad, url, waited, misspelled = replies[n:n + 6]
+        assert good["status"]["allowed"] is True and good["revision"] >= revision
+        assert malformed["error"]["code"] == "bad_request"
+        assert bad["error"]["code"] == "bad_request"
+        assert url["status"]["allowed"] is True and url["request_id"] == "r-1"
+        assert waited["status"] == {"allowed": False, "reason": ""}
+        assert "request_id" not in good and "request_id" not in waited
+        assert misspelled["status"]["allowed"] is False
+        assert 'verb "lst"' in misspelled["status"]["reason"]
+
+
 async def test_can_i_and_who_can_cli(system: System) -> None:
     env = {**os.environ, "CLEARANCE_NATS_URL": system.settings.nats_url}
     clearance = str(Path(sys.executable).parent / "clearance")

@@ -12,7 +12,9 @@ service names no key and calls no Redis method; keys come from :mod:`.keys`.
   same definition as a check's identity
   (:func:`clearance_core.kube.principal.effective_groups`), from the same Group memberships;
 - :meth:`Reads.rbac_index` — the RBAC index of the current state, the mirror's
-  (:mod:`.rbac_store`, the one place that knows how RBAC is stored);
+  (:mod:`.rbac_store`, the one place that knows how RBAC is stored); :meth:`Reads.rbac`
+  — the same index with that state's Group memberships and system revision, from one
+  probe (a review's one read);
 - the system revision (and waiting for one), service health, status counters, a
   policy with its revision, MetricSources and the cluster inventory;
 - ``Reads.inherited`` (:mod:`.inherit_reads`) — inherited AccessPolicies.
@@ -24,6 +26,7 @@ decision service answers it with :func:`unavailable`.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import redis.asyncio as aioredis
@@ -42,7 +45,8 @@ from clearance_runtime.storage import keys
 from clearance_runtime.storage.families import decode_source
 from clearance_runtime.storage.highwater import HighWater
 
-__all__ = ["STORE_OUTAGES", "Counts", "Reads", "Snapshot", "StateView", "unavailable"]
+__all__ = ["STORE_OUTAGES", "Counts", "RbacState", "Reads", "Snapshot", "StateView",
+           "unavailable"]
 #: The failures that mean "the state store is unreachable" (or failing over: a replica's
 #: READONLY, a server still loading): the request may be retried.
 STORE_OUTAGES = outages.OUTAGE_TYPES
@@ -195,6 +199,16 @@ class Reads:
         await self.mirror.current()
         return self.mirror.rbac.index()
 
+    async def rbac(self) -> RbacState:
+        """What a review reads, from one state: the mirror brought current by one probe
+        (shared by the requests of an event-loop iteration; it also refuses a state that
+        is lost, being rebuilt or behind this process, as :meth:`ensure_whole` does), its
+        RBAC index and Group memberships, and the system revision that probe read. A
+        review asked each of these apart before — four round trips to the store per
+        review, where this is a share of one (docs/performance.md)."""
+        revision = await self.mirror.current()
+        return RbacState(self.mirror.rbac.index(), revision, self.mirror)
+
 
 def _snapshot_of(mirror: StateMirror, principal: Principal, revision: int, *,
                  clusters: Sequence[str] | None, namespaces: Sequence[str] | None,
@@ -204,6 +218,29 @@ def _snapshot_of(mirror: StateMirror, principal: Principal, revision: int, *,
         revision=revision, username=principal.username, email=principal.email,
         groups=sorted(asserted), clusters=clusters, namespaces=namespaces, spread=spread)
     return snapshot, identity_of(principal, snapshot.member_of)
+
+
+@dataclass(frozen=True, slots=True)
+class RbacState:
+    """The RBAC of one state (:meth:`Reads.rbac`): valid until the caller's next await,
+    which may let a catch-up change the mirror in place — read it in one synchronous
+    step."""
+
+    index: RbacIndex
+    #: The system revision the probe read: every event up to it is in ``index`` (the
+    #: mirror holds at least the checkpoint read with it, which is never behind it).
+    revision: int
+    mirror: StateMirror
+
+    def effective_groups(self, username: str, given: Iterable[str],
+                         email: str | None = None) -> list[str]:
+        """As :meth:`Reads.effective_groups`, from this state's Group memberships."""
+        member = self.mirror.groups_of([name for name in (username, email) if name])
+        return sorted(effective_groups(username, given, member))
+
+    def inventory(self) -> dict[str, dict[str, str]]:
+        """As :meth:`Reads.inventory`, from this state."""
+        return {name: dict(labels) for name, labels in self.mirror.labels.items()}
 
 
 class StateView:

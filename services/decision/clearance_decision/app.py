@@ -70,11 +70,14 @@ class DecisionService:
         self._checks = Checks(decider, self._cache, self._reads)
         audience = Audience(self._reads, decider)
         lists, views = Lists(self._reads, budget=budget), Views(self._reads)
-        review, operations = Reviews(self._reads), Operations(self._reads, self._cache)
+        review = self._reviews = Reviews(self._reads)
+        operations = Operations(self._reads, self._cache)
         inherited = Inherited(self._reads, rows=settings.simulate_access_rows,
                               budget=budget, max_payload=lambda: nc.max_payload)
         self._tokens = TokenReviews(settings.kubeconfig,
                                     audiences=settings.token_audience_list)
+        # The reviews and search (``review.*``) read one state through one probe, which
+        # refuses a state that is not whole as ``whole=True`` would (a round trip less).
         self.routes: dict[str, Route] = route_table({
             SUBJECT_CHECK: Serve(self._checks.check),
             SUBJECT_BATCH: Serve(self._checks.batch, validate=validate_batch, whole=True),
@@ -82,11 +85,11 @@ class DecisionService:
             SUBJECT_FILTER: Serve(lists.filter),
             SUBJECT_METRICS: Serve(lists.metrics),
             SUBJECT_CUSTOM_TYPES: Serve(lists.custom_types),
-            SUBJECT_REVIEW_SUBJECT: Serve(review.subject, whole=True),
-            SUBJECT_REVIEW_RULES: Serve(review.rules, whole=True),
-            SUBJECT_REVIEW_RESOURCE: Serve(review.resource, whole=True),
-            SUBJECT_SEARCH_FILTER: Serve(review.search_filter, whole=True),
-            SUBJECT_SEARCH_PLAN: Serve(review.search_plan, whole=True),
+            SUBJECT_REVIEW_SUBJECT: Serve(review.subject),
+            SUBJECT_REVIEW_RULES: Serve(review.rules),
+            SUBJECT_REVIEW_RESOURCE: Serve(review.resource),
+            SUBJECT_SEARCH_FILTER: Serve(review.search_filter),
+            SUBJECT_SEARCH_PLAN: Serve(review.search_plan),
             SUBJECT_PERMISSIONS: Serve(views.permissions),
             SUBJECT_POLICIES: Serve(views.policies),
             SUBJECT_CACHE_CLEAR: Serve(operations.cache_clear),
@@ -107,10 +110,17 @@ class DecisionService:
         """Checks that arrived together, answered together (see :mod:`.checks`)."""
         return await self._checks.many(self.routes[SUBJECT_CHECK], bodies)
 
+    async def review_many(self, bodies: list[bytes]) -> list[bytes]:
+        """SubjectAccessReviews that arrived together, answered from one state (see
+        :mod:`.reviews`)."""
+        return await self._reviews.subject_many(self.routes[SUBJECT_REVIEW_SUBJECT], bodies)
+
     async def run(self) -> None:
         for subject, route in self.routes.items():
             if subject == SUBJECT_CHECK:
                 await self._responder.serve_many(subject, self.check_many)
+            elif subject == SUBJECT_REVIEW_SUBJECT:
+                await self._responder.serve_many(subject, self.review_many)
             else:
                 await self._responder.serve(subject, route)
         log.info("decision_ready", subjects=list(self.routes))
