@@ -103,12 +103,16 @@ def entry_indexes(
 
 
 class Looked(NamedTuple):
-    """What a lookup found: the system revision, each key's blob (None: not cached) and
-    where the store stood when they were read."""
+    """What a lookup found: the system revision, each key's blob (None: not cached),
+    where the store stood when they were read, and the cache's position then."""
 
     revision: int
     blobs: list[bytes | None]
     probe: health.Probe
+    #: (system revision, build, invalidation epoch): while a later lookup reads the same,
+    #: no invalidation has run in between (``lua/invalidate.lua``: every call that names
+    #: entries moves the epoch), so a reply read from an entry then is still the reply.
+    position: tuple[int, bytes | None, bytes | None]
 
 
 class DecisionCache:
@@ -138,7 +142,7 @@ class DecisionCache:
         return await self._lookups.submit(cache_keys)
 
     async def _mget(self, batch: Sequence[Sequence[str]]) -> list[Looked]:
-        flat = [keys.INVALIDATED_REV, keys.BUILT, keys.REV]
+        flat = [keys.INVALIDATED_REV, keys.BUILT, keys.REV, keys.INVALIDATED_EPOCH]
         for cache_keys in batch:
             flat.extend(cache_keys)
         floor = self._highwater.floor()
@@ -148,11 +152,12 @@ class DecisionCache:
         failure = health.rebuilding(probe.revision, probe.built)
         if failure is not None:  # no entry is served while the state is not whole
             raise failure
-        found, position = [], 3
+        found, at = [], 4
+        position = (probe.revision, probe.built, values[3])
         for cache_keys in batch:
-            found.append(Looked(probe.revision, values[position : position + len(cache_keys)],
-                                probe))
-            position += len(cache_keys)
+            found.append(Looked(probe.revision, values[at : at + len(cache_keys)], probe,
+                                position))
+            at += len(cache_keys)
         return found
 
     async def store(self, compiled_revision: str, entries: Sequence[Entry]) -> int:
