@@ -141,6 +141,12 @@ class DecisionCache:
         with the lookups issued in the same event-loop iteration (:mod:`.coalesce`)."""
         return await self._lookups.submit(cache_keys)
 
+    async def lookup_now(self, cache_keys: Sequence[str]) -> Looked:
+        """:meth:`lookup` in an MGET of its own, sent at once: for a caller that already
+        gathers every lookup of an event-loop iteration (the check responder's batch),
+        the coalescing's extra loop iteration, future and task are cost without gain."""
+        return (await self._mget([cache_keys]))[0]
+
     async def _mget(self, batch: Sequence[Sequence[str]]) -> list[Looked]:
         flat = [keys.INVALIDATED_REV, keys.BUILT, keys.REV, keys.INVALIDATED_EPOCH]
         for cache_keys in batch:

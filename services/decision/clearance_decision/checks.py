@@ -121,7 +121,7 @@ class Checks:
         probe = None
         if fast or reused:
             try:
-                looked = await self._cache.lookup([key for _, _, (key, _) in fast])
+                looked = await self._cache.lookup_now([key for _, _, (key, _) in fast])
             except STORE_OUTAGES as exc:
                 raise unavailable(exc) from None
             probe, now, hits = looked.probe, time.time(), Counter[str]()
