@@ -17,7 +17,7 @@ marker: no entry is served while the compiled state is lost or being rebuilt).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import msgspec
 import redis.asyncio as aioredis
@@ -26,6 +26,7 @@ import redis.exceptions
 from clearance_runtime.process import health, metrics
 from clearance_runtime.storage import keys, scripts
 from clearance_runtime.storage.coalesce import Coalescer
+from clearance_runtime.storage.direct import DirectMget
 from clearance_runtime.storage.highwater import HighWater
 from clearance_runtime.storage.invalidation import Invalidation
 from clearance_runtime.storage.luapack import as_str
@@ -128,6 +129,7 @@ class DecisionCache:
         self._invalidation = Invalidation(redis)
         self._size = scripts.register(redis, "cache_size")
         # One MGET may carry every lookup of an iteration: no script holds the store.
+        self._direct = DirectMget(redis)
         self._lookups: Coalescer[Sequence[str], Looked] = Coalescer(self._mget, chunk=1 << 30)
         self.hits = 0
         self.misses = 0
@@ -152,7 +154,7 @@ class DecisionCache:
         for cache_keys in batch:
             flat.extend(cache_keys)
         floor = self._highwater.floor()
-        values: list[Any] = await self._r.mget(flat)
+        values = await self._direct.mget(flat)
         probe = health.Probe.of(values[2], values[1], values[0])
         self._highwater.check(probe, floor)
         failure = health.rebuilding(probe.revision, probe.built)
