@@ -46,6 +46,17 @@ async def _round(nc: nats.NATS, pids: dict[str, int], subject: str, bodies: list
             f"(sum {sum(cpu.values()):.1f})")
 
 
+async def _answering(nc: nats.NATS, subject: str, body: bytes) -> None:
+    """Wait until something answers on ``subject`` (a service still starting has not
+    subscribed yet)."""
+    while True:
+        try:
+            await nc.request(subject, body, timeout=10)
+            return
+        except nats.errors.NoRespondersError:
+            await asyncio.sleep(0.05)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=3.0)
@@ -82,6 +93,8 @@ async def main() -> None:
             bodies = [msgspec.json.encode(run.check(i)) for i in range(2000)]
             fresh = []
         await r.aclose()
+        for subject in ("clearance.v1.check", "bench.echo"):  # both subscribed
+            await _answering(nc, subject, bodies[0])
         await warm(nc, "clearance.v1.check", bodies, 64)
         await load(nc, "clearance.v1.check", bodies, seconds=1, inflight=64)
         echo = {**shared, "echo": procs[3].pid}
