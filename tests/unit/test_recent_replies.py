@@ -13,10 +13,12 @@ must be the one the state gives at the revision it carries, and never past its v
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from clearance_decision import recent as recent_module
 from clearance_decision.recent import Position, Recent, reusable
 
 BODIES = [b'{"q":%d}' % n for n in range(6)]
@@ -109,6 +111,8 @@ class RecentReplies(RuleBasedStateMachine):
     @invariant()
     def bounded(self) -> None:
         assert len(self.recent) <= SIZE
+        kept = [(body, self.recent.get(body)) for body in BODIES]
+        assert self.recent.weight == sum(len(b) + len(k.reply) for b, k in kept if k)
 
 
 RecentReplies.TestCase.settings = settings(max_examples=200, stateful_step_count=40,
@@ -131,3 +135,19 @@ def test_the_least_recently_read_reply_leaves_first() -> None:
     assert recent.get(b"b") is None
     assert recent.get(b"a") is not None
     assert recent.get(b"c") is not None
+
+
+def test_large_questions_are_not_kept_and_the_bytes_are_bounded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A body padded to a megabyte is never kept; many large ones stay within MAX_BYTES."""
+    monkeypatch.setattr(recent_module, "MAX_BYTES", 10_000)
+    replies = Recent(1000, 60)
+    position: Position = (1, b"b", None)
+    padded = b"{" + b" " * (1 << 20) + b"}"
+    replies.keep(padded, b"reply", position, "allow", valid_until=None, now=0.0)
+    assert replies.get(padded) is None and replies.weight == 0
+    for n in range(100):
+        body = b'{"n":%d}' % n + b" " * 3000
+        replies.keep(body, b"reply", position, "allow", valid_until=None, now=0.0)
+        assert replies.weight <= 10_000
+    assert len(replies) == 3  # the three most recent

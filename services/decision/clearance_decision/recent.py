@@ -22,7 +22,10 @@ Only requests answered from the cache on the fast path are kept: a principal nam
 (no token), no ``min_revision``, no explanation, and no ``request_id`` (the request's
 bytes are the key: each id would be a reply of its own, kept for nothing). The same
 bytes are the same question, so a kept reply never answers another request. At most
-``size`` replies are kept, the least recently read first out.
+``size`` replies are kept, the least recently read first out, and at most
+:data:`MAX_BYTES` of bodies and replies: a request padded to a megabyte (whitespace, a
+long list of groups) is never kept (over :data:`LARGEST`), so no caller can grow the
+process by sending large questions the cache answers.
 """
 
 from __future__ import annotations
@@ -32,6 +35,11 @@ from typing import NamedTuple
 
 #: (system revision, build, invalidation epoch): ``cache.Looked.position``.
 Position = tuple[int, bytes | None, bytes | None]
+
+#: Bytes of request bodies and replies kept at most (a typical pair: 300-600 bytes).
+MAX_BYTES = 16 << 20
+#: A body and its reply longer than this together are not kept.
+LARGEST = 4096
 
 
 class Kept(NamedTuple):
@@ -52,6 +60,7 @@ class Recent:
         self._size = size if ttl_seconds > 0 else 0
         self._ttl = ttl_seconds
         self._kept: OrderedDict[bytes, Kept] = OrderedDict()
+        self._bytes = 0
 
     @property
     def enabled(self) -> bool:
@@ -60,6 +69,11 @@ class Recent:
     def __len__(self) -> int:
         return len(self._kept)
 
+    @property
+    def weight(self) -> int:
+        """Bytes of the bodies and replies kept."""
+        return self._bytes
+
     def get(self, body: bytes) -> Kept | None:
         """The reply kept for ``body`` (whether it may be reused: :func:`reusable`)."""
         return self._kept.get(body)
@@ -67,20 +81,25 @@ class Recent:
     def keep(self, body: bytes, reply: bytes, position: Position, decision: str, *,
              valid_until: float | None, now: float) -> None:
         """Keep ``reply``, read from the cache at ``position`` at ``now``, for ``body``."""
-        if self._size <= 0:
+        weight = len(body) + len(reply)
+        if self._size <= 0 or weight > LARGEST:
             return
         until = now + self._ttl
         if valid_until is not None and valid_until < until:
             until = valid_until
         kept = self._kept
-        if body in kept:
-            kept.move_to_end(body)
-        elif len(kept) >= self._size:
-            kept.popitem(last=False)
+        old = kept.pop(body, None)
+        if old is not None:
+            self._bytes -= len(body) + len(old.reply)
+        while kept and (len(kept) >= self._size or self._bytes + weight > MAX_BYTES):
+            gone, was = kept.popitem(last=False)
+            self._bytes -= len(gone) + len(was.reply)
         kept[body] = Kept(reply, position, decision, until)
+        self._bytes += weight
 
     def drop(self) -> None:
         self._kept.clear()
+        self._bytes = 0
 
 
 def reusable(kept: Kept, position: Position, now: float) -> bool:
