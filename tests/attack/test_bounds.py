@@ -404,6 +404,33 @@ async def test_a_flood_of_reviews_asserting_thousands_of_groups_does_not_stall_c
     await still_works(deployment, nc)
 
 
+async def test_large_padded_questions_the_cache_answers_do_not_grow_the_decision_service(
+        deployment: Deployment, nc: Client) -> None:
+    """The decision service keeps replies read from the cache by request bytes
+    (clearance_decision.recent): hundreds of distinct bodies of 100-200 KB, each the same
+    cached question padded with whitespace, must not be kept (~90 MB if they were)."""
+    write(deployment, "padded.yaml", policy("padded", users=["padded"], default="all"))
+    await decided(nc, "padded", "allow")
+    question = msgspec.json.encode({"principal": {"username": "padded"}, "action": "view",
+                                    "resource": {"type": "cluster", "name": "c1"}})
+    await request(nc, "clearance.v1.check", msgspec.json.decode(question))  # cached
+    pid = deployment.procs["decision"].pid
+    before = resident(pid)
+
+    async def ask(n: int) -> dict[str, Any]:
+        body = question[:-1] + b" " * (100_000 + 173 * n) + b"}"
+        reply = await nc.request("clearance.v1.check", body, timeout=30)
+        return dict(msgspec.json.decode(reply.data))
+
+    for start in range(0, 600, 20):
+        replies = await asyncio.gather(*(ask(n) for n in range(start, start + 20)))
+        assert all(r.get("decision") == "allow" and r.get("cached") for r in replies), replies
+    grown = (resident(pid) - before) >> 20
+    assert grown < 40, f"the decision service grew by {grown} MiB"
+    (deployment.manifests / "padded.yaml").unlink()
+    await still_works(deployment, nc)
+
+
 def test_the_attack_files_left_nothing_running(deployment: Deployment) -> None:
     assert isinstance(deployment.root, Path)
     assert deployment.exited() == {}

@@ -77,6 +77,7 @@ class Freshness(RuleBasedStateMachine):
         self.driver.events.clear()
         self.world = World()
         self._fresh: Fresh | None = None
+        self._turn = 0
 
     @property
     def fresh(self) -> Fresh:
@@ -191,6 +192,27 @@ class Freshness(RuleBasedStateMachine):
                 self.driver.expect(f"check.batch {who} {action} {resource}", answer(got),
                          lambda t, a=action, r=resource, p=who: fresh.check(
                              p, a, r, now=t, explain=True), self.world.moments(t0, t1))
+        # The same questions as single checks without min_revision, two principals in
+        # turn: the batches above came back at revision `last` or later, so these must
+        # reflect it too. They take the decision service's fast path, where a body asked
+        # again may get a reply it kept (clearance_decision.recent) — only while no
+        # invalidation has run since it read it.
+        self._turn = (self._turn + 2) % len(PRINCIPALS)
+        asked = [(who, a, r) for who in (PRINCIPALS[self._turn],
+                                          PRINCIPALS[(self._turn + 1) % len(PRINCIPALS)])
+                 for a, r in w.CHECKS]
+        t0 = time.time()
+        singles = await asyncio.gather(*(
+            self.driver.ask("clearance.v1.check", {"principal": who.wire(), "action": a,
+                                                   "resource": r}) for who, a, r in asked))
+        t1 = time.time()
+        for (who, action, resource), got in zip(asked, singles, strict=True):
+            self.driver.replied(f"check {who} {action} {resource} (no min_revision)", got,
+                                last)
+            self.driver.expect(f"check {who} {action} {resource} (no min_revision)",
+                               answer(got), lambda t, a=action, r=resource, p=who:
+                               fresh.check(p, a, r, now=t, explain=False),
+                               self.world.moments(t0, t1))
 
     @rule(who=st.sampled_from(PRINCIPALS),
           picks=st.lists(st.sampled_from(range(len(w.CHECKS))), min_size=1, max_size=6),

@@ -348,7 +348,24 @@ def test_invalidate_every_entry_and_a_principal(empty: redis.Redis) -> None:
     assert script(empty, "invalidate")(keys=one[0], args=one[1]) == [1]
     every = pack_calls([("i", [], ["0", "1"])])
     assert script(empty, "invalidate")(keys=every[0], args=every[1]) == [2]
-    assert empty.keys("*") == [keys.REV.encode()]  # revision "0": none moved
+    # Revision "0": none moved; the epoch counts both calls (a clear is an invalidation).
+    assert sorted(empty.keys("*")) == [keys.INVALIDATED_EPOCH.encode(), keys.REV.encode()]
+    assert empty.get(keys.INVALIDATED_EPOCH) == b"2"
+
+
+def test_the_epoch_moves_with_every_call_that_names_entries(empty: redis.Redis) -> None:
+    """Whether or not it deletes anything (the entry a decision process read may have
+    expired since), and whether or not it moves the revision; a call naming no entry
+    (an event that concerns no cached answer) leaves it."""
+    empty.mset({keys.REV: 5, keys.INVALIDATED_REV: 3})
+    calls = pack_calls([("i", [keys.cache_by_user("nobody")], ["4", "0"]),
+                        ("i", [], ["5", "0"])])
+    assert script(empty, "invalidate")(keys=calls[0], args=calls[1]) == [0, 0]
+    assert empty.get(keys.INVALIDATED_EPOCH) == b"1"
+    assert empty.get(keys.INVALIDATED_REV) == b"5"
+    replayed = pack_calls([("i", [keys.cache_by_group("g")], ["4", "0"])])
+    assert script(empty, "invalidate")(keys=replayed[0], args=replayed[1]) == [0]
+    assert empty.get(keys.INVALIDATED_EPOCH) == b"2"  # the revision stayed at 5
 
 
 # sweep --------------------------------------------------------------------------------

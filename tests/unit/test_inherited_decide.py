@@ -6,9 +6,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from clearance_api.wire import Resource
 from clearance_core.inherit import hierarchy
-from clearance_core.inherit.decide import decide_with_inherited, target_for, visible_items
+from clearance_core.inherit.accesspolicy import AccessRule
+from clearance_core.inherit.decide import (
+    decide_with_inherited,
+    denies,
+    matching,
+    subjects_match,
+    target_for,
+    visible_items,
+)
 from clearance_core.inherit.merge import EffectiveRule
 from clearance_core.kube.principal import Identity
 from clearance_core.monitor.decide import Decision, decide
@@ -148,3 +159,34 @@ def test_visible_items_is_the_union_of_the_granting_rules() -> None:
     assert [item.name for item in shown] == ["p0", "p2"]
     assert visible_items(rules, ALICE, action="view_metrics", type_name="pods",
                          items=items) == []
+
+
+# The rules that match a principal are found by subject (an index built once per rule
+# set): always exactly the rules that subjects_match accepts, whatever the names.
+
+_NAMES = st.sampled_from(["alice", "alice@example.com", "bob", "dev", "ops", "x",
+                          "system:serviceaccount:ns:sa"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(rules=st.dictionaries(
+           st.text("abcd", min_size=1, max_size=3),
+           st.builds(lambda users, groups, sas, deny: AccessRule(
+               users=tuple(users), groups=tuple(groups), service_accounts=tuple(sas),
+               effect="Deny" if deny else "Allow"),
+               st.lists(_NAMES, max_size=3), st.lists(_NAMES, max_size=3),
+               st.lists(_NAMES, max_size=2), st.booleans()),
+           max_size=12),
+       username=_NAMES, email=st.one_of(st.none(), _NAMES),
+       groups=st.frozensets(_NAMES, max_size=8))
+def test_rules_found_by_subject_are_the_rules_whose_subjects_match(
+        rules: dict[str, AccessRule], username: str, email: str | None,
+        groups: frozenset[str]) -> None:
+    effective = {name: EffectiveRule(rule=r, source="t/p", block="defaults")
+                 for name, r in rules.items()}
+    identity = Identity(username=username, email=email, groups=groups)
+    scanned = [(name, effective[name]) for name in sorted(effective)
+               if subjects_match(effective[name].rule, identity)]
+    assert matching(effective, identity) == scanned
+    assert matching(effective, identity) == scanned  # the index, built, gives the same
+    assert denies(effective, identity) == any(r.rule.effect == "Deny" for _, r in scanned)

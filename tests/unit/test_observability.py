@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
-from prometheus_client import REGISTRY
+from prometheus_client import REGISTRY, CollectorRegistry, Histogram, generate_latest
 
 from clearance_api.wire import StatusCondition
 from clearance_core.folding import census
@@ -212,3 +212,35 @@ def test_forgetting_a_service_removes_its_revision_and_lag() -> None:
     assert "unit-test" not in {s.labels.get("service") for f in REGISTRY.collect()
                                for s in f.samples if f.name in ("clearance_revision",
                                                                 "clearance_consumer_lag")}
+
+
+@given(amounts=st.lists(st.tuples(st.floats(0, 10, allow_nan=False), st.integers(0, 50)),
+                        max_size=6))
+def test_a_batch_of_observations_records_what_one_by_one_records(
+        amounts: list[tuple[float, int]]) -> None:
+    """The responder records one batch's latency once, for every reply of it."""
+    exports = []
+    for together in (False, True):
+        registry = CollectorRegistry()
+        histogram = Histogram("t_seconds", "t", ["subject"], registry=registry,
+                              buckets=(0.001, 0.5, 1, 5)).labels(subject="s")
+        for amount, count in amounts:
+            if together:
+                metrics.observe_many(histogram, amount, count)
+            else:
+                for _ in range(count):
+                    histogram.observe(amount)
+        exports.append(generate_latest(registry).decode())
+    assert _same(exports[0], exports[1])
+
+
+def _same(one: str, other: str) -> bool:
+    """The same buckets and count; the same sum but for its last digits (a product
+    against repeated additions); creation times aside."""
+    def parts(text: str) -> tuple[list[str], float]:
+        lines = [line for line in text.splitlines() if not line.startswith("#")]
+        total = [float(line.split()[-1]) for line in lines if "_sum" in line]
+        return [line for line in lines if "_sum" not in line and "_created" not in line], \
+            sum(total)
+    (a, x), (b, y) = parts(one), parts(other)
+    return a == b and abs(x - y) <= 1e-9 * max(1.0, abs(x))

@@ -29,7 +29,7 @@ Choices the contract leaves open, made fail-closed:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -79,18 +79,74 @@ def subjects_match(rule: AccessRule, identity: Identity) -> bool:
             or not identity.groups.isdisjoint(rule.groups))
 
 
+class _Subjects(NamedTuple):
+    """Which rules of a rule set name each subject: users (usernames and emails),
+    service accounts, groups -> rule names."""
+
+    users: dict[str, tuple[str, ...]]
+    service_accounts: dict[str, tuple[str, ...]]
+    groups: dict[str, tuple[str, ...]]
+
+
+#: Rule sets with their subject index, by id (the set kept with it, so the id is not
+#: reused while it is here): built once per effective policy a decision process decoded.
+_indexed: dict[int, tuple[Mapping[str, EffectiveRule], _Subjects]] = {}
+_INDEXED_MAX = 8192
+#: Below this many rules a scan costs less than the index (which is built on first use).
+_SCAN_BELOW = 4
+
+
+def _subjects(rules: Mapping[str, EffectiveRule]) -> _Subjects:
+    cached = _indexed.get(id(rules))
+    if cached is not None and cached[0] is rules:
+        return cached[1]
+    found: tuple[dict[str, list[str]], dict[str, list[str]], dict[str, list[str]]] = \
+        ({}, {}, {})
+    for name, effective in rules.items():
+        rule = effective.rule
+        for index, subjects in zip(found, (rule.users, rule.service_accounts, rule.groups),
+                                   strict=True):
+            for subject in dict.fromkeys(subjects):
+                index.setdefault(subject, []).append(name)
+    built = _Subjects(*({k: tuple(v) for k, v in index.items()} for index in found))
+    if len(_indexed) >= _INDEXED_MAX:
+        _indexed.clear()
+    _indexed[id(rules)] = (rules, built)
+    return built
+
+
+def matching_names(rules: Mapping[str, EffectiveRule], identity: Identity) -> set[str]:
+    """The names of the rules whose subjects match (:func:`subjects_match`), found by
+    subject rather than by asking every rule: a target on a long path holds about 30
+    rules, and every uncached check reads one or more targets' (docs/performance.md)."""
+    if len(rules) < _SCAN_BELOW:
+        return {name for name, found in rules.items() if subjects_match(found.rule, identity)}
+    index = _subjects(rules)
+    names: set[str] = set()
+    for name in identity.names:
+        names.update(index.users.get(name, ()))
+    names.update(index.service_accounts.get(identity.username, ()))
+    groups = identity.groups
+    if len(groups) <= len(index.groups):
+        for group in groups:
+            names.update(index.groups.get(group, ()))
+    else:
+        for group, named in index.groups.items():
+            if group in groups:
+                names.update(named)
+    return names
+
+
 def matching(rules: Mapping[str, EffectiveRule],
              identity: Identity) -> list[tuple[str, EffectiveRule]]:
     """The rules whose subjects match, by rule name."""
-    return [(name, rules[name]) for name in sorted(rules)
-            if subjects_match(rules[name].rule, identity)]
+    return [(name, rules[name]) for name in sorted(matching_names(rules, identity))]
 
 
 def denies(rules: Mapping[str, EffectiveRule], identity: Identity) -> bool:
     """Whether a matching Deny rule denies everything there (the first step of
     :func:`decide_with_inherited`)."""
-    return any(found.rule.effect == "Deny" and subjects_match(found.rule, identity)
-               for found in rules.values())
+    return any(rules[name].rule.effect == "Deny" for name in matching_names(rules, identity))
 
 
 def permissions_of(rules: Iterable[tuple[str, EffectiveRule]]) -> tuple[Action, ...]:

@@ -30,7 +30,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 from clearance_api.wire import Resource
-from clearance_core.inherit.decide import subjects_match
+from clearance_core.inherit.decide import matching_names
 from clearance_core.inherit.merge import EffectiveRule
 from clearance_core.kube.principal import Identity
 from clearance_core.kube.resources import BUILTIN_PLURALS, target_namespace
@@ -99,8 +99,7 @@ def names_principal(identity: Identity, policies: Sequence[CompiledPolicy],
     (found by its names and effective groups), or one of the AccessPolicy ``rules``."""
     if policies:
         return True
-    return any(subjects_match(found.rule, identity)
-               for rule_set in rules for found in rule_set.values())
+    return any(matching_names(rule_set, identity) for rule_set in rules)
 
 
 def subject_warning(identity: Identity, policies: Sequence[CompiledPolicy],

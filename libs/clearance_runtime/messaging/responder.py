@@ -225,10 +225,9 @@ class Responder:
             replies = [error_reply(Internal("internal error"), request_id_of(msg.data))
                        for msg in batch]
             metrics.BOUND.decision(subject, "internal").inc(len(batch))
-        elapsed = time.perf_counter() - started
-        histogram = metrics.BOUND.latency(subject)
+        metrics.observe_many(metrics.BOUND.latency(subject), time.perf_counter() - started,
+                             len(batch))
         for msg, reply in zip(batch, replies, strict=True):
-            histogram.observe(elapsed)
             await self._send(subject, msg, reply)
 
     def _done(self, task: asyncio.Task[None]) -> None:

@@ -134,6 +134,26 @@ class Bound:
 BOUND = Bound()
 
 
+def observe_many(histogram: Any, amount: float, count: int) -> None:
+    """``count`` observations of ``amount`` at once, as ``count`` calls of ``observe``
+    would record them: the replies of one batch of checks share their latency, and one
+    ``observe`` per reply (~0.8 µs) was a visible part of a cached check's cost. Reads the
+    child's buckets (prometheus_client's own layout, pinned); without them, one by one."""
+    if count <= 0:
+        return
+    try:
+        bounds, buckets, total = histogram._upper_bounds, histogram._buckets, histogram._sum
+    except AttributeError:
+        for _ in range(count):
+            histogram.observe(amount)
+        return
+    total.inc(amount * count)
+    for bound, bucket in zip(bounds, buckets, strict=True):
+        if amount <= bound:
+            bucket.inc(count)
+            break
+
+
 def _version() -> str:
     try:
         return metadata.version("clearance")

@@ -134,6 +134,12 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     http_header_timeout: _Seconds = 10.0
     http_body_timeout: _Seconds = 10.0
 
+    # -- Cached checks near the wire (the decision service): replies read from the
+    # decision cache kept by request body, reused while the cache's position (system
+    # revision, build, invalidation epoch) has not moved; 0 keeps none
+    # (services/decision/clearance_decision/recent.py).
+    decision_recent_replies: _NonNegative = 16_384
+
     # -- NATS clusters: JetStream's copies, its names, and the single-writer leases ------
     #: Copies JetStream keeps of the event stream, the services' consumers and the lease
     #: bucket (1..5; at most the cluster's nodes). 3 on a 3-node cluster: a node's loss
@@ -309,6 +315,8 @@ ENV = {
     "http_body_timeout": "CLEARANCE_HTTP_BODY_TIMEOUT",
     # Bounded work per object.
     "manifest_max_bytes": "CLEARANCE_MANIFEST_MAX_BYTES",
+    # Cached checks near the wire.
+    "decision_recent_replies": "CLEARANCE_DECISION_RECENT_REPLIES",
     # NATS clusters.
     "jetstream_replicas": "CLEARANCE_JETSTREAM_REPLICAS",
     "stream_name": "CLEARANCE_STREAM_NAME",

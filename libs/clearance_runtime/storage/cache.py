@@ -17,7 +17,7 @@ marker: no entry is served while the compiled state is lost or being rebuilt).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import msgspec
 import redis.asyncio as aioredis
@@ -26,6 +26,7 @@ import redis.exceptions
 from clearance_runtime.process import health, metrics
 from clearance_runtime.storage import keys, scripts
 from clearance_runtime.storage.coalesce import Coalescer
+from clearance_runtime.storage.direct import DirectMget
 from clearance_runtime.storage.highwater import HighWater
 from clearance_runtime.storage.invalidation import Invalidation
 from clearance_runtime.storage.luapack import as_str
@@ -103,12 +104,16 @@ def entry_indexes(
 
 
 class Looked(NamedTuple):
-    """What a lookup found: the system revision, each key's blob (None: not cached) and
-    where the store stood when they were read."""
+    """What a lookup found: the system revision, each key's blob (None: not cached),
+    where the store stood when they were read, and the cache's position then."""
 
     revision: int
     blobs: list[bytes | None]
     probe: health.Probe
+    #: (system revision, build, invalidation epoch): while a later lookup reads the same,
+    #: no invalidation has run in between (``lua/invalidate.lua``: every call that names
+    #: entries moves the epoch), so a reply read from an entry then is still the reply.
+    position: tuple[int, bytes | None, bytes | None]
 
 
 class DecisionCache:
@@ -124,6 +129,7 @@ class DecisionCache:
         self._invalidation = Invalidation(redis)
         self._size = scripts.register(redis, "cache_size")
         # One MGET may carry every lookup of an iteration: no script holds the store.
+        self._direct = DirectMget(redis)
         self._lookups: Coalescer[Sequence[str], Looked] = Coalescer(self._mget, chunk=1 << 30)
         self.hits = 0
         self.misses = 0
@@ -137,22 +143,29 @@ class DecisionCache:
         with the lookups issued in the same event-loop iteration (:mod:`.coalesce`)."""
         return await self._lookups.submit(cache_keys)
 
+    async def lookup_now(self, cache_keys: Sequence[str]) -> Looked:
+        """:meth:`lookup` in an MGET of its own, sent at once: for a caller that already
+        gathers every lookup of an event-loop iteration (the check responder's batch),
+        the coalescing's extra loop iteration, future and task are cost without gain."""
+        return (await self._mget([cache_keys]))[0]
+
     async def _mget(self, batch: Sequence[Sequence[str]]) -> list[Looked]:
-        flat = [keys.INVALIDATED_REV, keys.BUILT, keys.REV]
+        flat = [keys.INVALIDATED_REV, keys.BUILT, keys.REV, keys.INVALIDATED_EPOCH]
         for cache_keys in batch:
             flat.extend(cache_keys)
         floor = self._highwater.floor()
-        values: list[Any] = await self._r.mget(flat)
+        values = await self._direct.mget(flat)
         probe = health.Probe.of(values[2], values[1], values[0])
         self._highwater.check(probe, floor)
         failure = health.rebuilding(probe.revision, probe.built)
         if failure is not None:  # no entry is served while the state is not whole
             raise failure
-        found, position = [], 3
+        found, at = [], 4
+        position = (probe.revision, probe.built, values[3])
         for cache_keys in batch:
-            found.append(Looked(probe.revision, values[position : position + len(cache_keys)],
-                                probe))
-            position += len(cache_keys)
+            found.append(Looked(probe.revision, values[at : at + len(cache_keys)], probe,
+                                position))
+            at += len(cache_keys)
         return found
 
     async def store(self, compiled_revision: str, entries: Sequence[Entry]) -> int:

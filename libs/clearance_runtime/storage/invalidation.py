@@ -60,7 +60,7 @@ def pack_calls(calls: list[Call]) -> tuple[list[str], list[str | bytes]]:
     argument (one argument per call cost the invalidator more in redis-py than applying
     them). Lua's cmsgpack knows no bin type: a bytes argument (a narrowing) travels as a
     msgpack str, which a Lua string holds whatever its bytes."""
-    script_keys = [keys.INVALIDATED_REV, keys.REV, keys.CACHE_ALL]
+    script_keys = [keys.INVALIDATED_REV, keys.REV, keys.CACHE_ALL, keys.INVALIDATED_EPOCH]
     packed = []
     for name, call_keys, args in calls:
         script_keys += call_keys

@@ -65,6 +65,9 @@ mirror derives its own), ``clr:rbac:rev`` and ``clr:rbac:log`` (the RBAC change 
 change records carry RBAC).
 Invalidator:
     clr:inval:rev           last change record applied (the system's revision)
+    clr:inval:epoch         how many invalidation calls naming cached entries ran (each
+                            adds one, with its deletions): a decision process reuses a
+                            reply read from the cache only while it has not moved
 Decision cache:
     clr:dc3:<digest>        a 2-byte length, msgpack [cluster | false, deciding policy's
                             order | nil] (read by the narrowed invalidation's Lua), then
@@ -129,6 +132,7 @@ BINDINGS = "clr:mcsb"
 EXCLUDED = "clr:ap:out"
 EFFECTIVE = "clr:eff"
 INVALIDATED_REV = "clr:inval:rev"
+INVALIDATED_EPOCH = "clr:inval:epoch"
 CACHE_ALL = "clr:dci:all"
 #: The cached answers that warn of a cluster or a type Clearance does not know: an index
 #: set like the others (swept with them), dropped whole when the inventory's or the

@@ -67,7 +67,8 @@ class DecisionService:
         self._checkpoints = Checkpoints(nc.jetstream())
         budget = settings.namespace_target_budget
         decider = Decider(self._reads, self._cache, budget=budget)
-        self._checks = Checks(decider, self._cache, self._reads)
+        self._checks = Checks(decider, self._cache, self._reads,
+                              recent=settings.decision_recent_replies)
         audience = Audience(self._reads, decider)
         lists, views = Lists(self._reads, budget=budget), Views(self._reads)
         review = self._reviews = Reviews(self._reads)

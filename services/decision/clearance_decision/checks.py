@@ -3,7 +3,9 @@
 Concurrent checks are answered together (:meth:`Checks.many`): each body is decoded once,
 the cache hits of all of them come back in one MGET, and every other request is answered
 on its own through the check route. A miss is evaluated at once, without decoding its
-body or asking the cache again.
+body or asking the cache again. A body answered from the cache before, asked again while
+the cache stands where it stood, gets the same reply without being decoded
+(:mod:`.recent`): the batch's MGET then only confirms the position.
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ from clearance_api.wire import (
 )
 from clearance_core.kube.resources import place_of
 from clearance_decision.decider import Decider
+from clearance_decision.recent import Kept, Position, Recent, reusable
 from clearance_decision.routes import Route
 from clearance_runtime.messaging.responder import reply_to
 from clearance_runtime.process import logs
 from clearance_runtime.process.health import Probe
 from clearance_runtime.reading.reads import STORE_OUTAGES, Reads, unavailable
-from clearance_runtime.storage.cache import DecisionCache
+from clearance_runtime.storage.cache import DecisionCache, Looked
 
 log = logs.get(__name__)
 _encode = msgspec.json.Encoder().encode
@@ -49,10 +52,16 @@ def validate_batch(request: BatchRequest) -> None:
 
 
 class Checks:
-    def __init__(self, decider: Decider, cache: DecisionCache, reads: Reads) -> None:
+    def __init__(self, decider: Decider, cache: DecisionCache, reads: Reads, *,
+                 recent: int = 0) -> None:
         self._decider = decider
         self._cache = cache
         self._reads = reads
+        #: Replies read from the cache, reused while it stands still (:mod:`.recent`).
+        self._recent = Recent(recent, cache.ttl_ms / 1000)
+        #: The cache's position at the latest lookup: a kept reply read at another is
+        #: not worth waiting for this batch's lookup to confirm.
+        self._position: Position | None = None
 
     async def check(self, request: CheckRequest) -> CheckResult:
         return await self._check(request, lookup=True)
@@ -88,8 +97,14 @@ class Checks:
         replies: list[bytes | None] = [None] * len(bodies)
         requests: list[CheckRequest | None] = [None] * len(bodies)
         fast: list[tuple[int, CheckRequest, tuple[str, str]]] = []  # (key, principal digest)
+        reused: list[tuple[int, Kept]] = []  # replies kept from an earlier lookup (.recent)
         decode, cache_key, cached = route.decode, self._decider.cache_key, self._cache.enabled
+        recent, position = self._recent, self._position
         for index, body in enumerate(bodies):
+            if recent.enabled and (kept := recent.get(body)) is not None \
+                    and kept.position == position:
+                reused.append((index, kept))  # confirmed (or not) by this batch's lookup
+                continue
             try:
                 request = decode(body)
                 requests[index] = request
@@ -104,16 +119,21 @@ class Checks:
                 continue
         missed: dict[int, tuple[str, str]] = {}  # index -> the key it missed, its digest
         probe = None
-        if fast:
+        if fast or reused:
             try:
-                revision, blobs, probe = await self._cache.lookup(
-                    [key for _, _, (key, _) in fast])
+                looked = await self._cache.lookup_now([key for _, _, (key, _) in fast])
             except STORE_OUTAGES as exc:
                 raise unavailable(exc) from None
-            now, hits = time.time(), Counter[str]()
-            for (index, request, key), blob in zip(fast, blobs, strict=True):
+            probe, now, hits = looked.probe, time.time(), Counter[str]()
+            self._position = looked.position
+            for index, kept in reused:
+                if reusable(kept, looked.position, now):
+                    replies[index] = kept.reply
+                    hits[kept.decision] += 1
+                # else: the slow path decodes it and asks the cache again
+            for (index, request, key), blob in zip(fast, looked.blobs, strict=True):
                 reply = None if blob is None else self._from_cache(
-                    route, blob, request, bodies[index], revision, now=now, hits=hits)
+                    route, blob, request, bodies[index], looked, now=now, hits=hits)
                 if reply is _PAST or blob is None:  # evaluated at once
                     missed[index] = key
                 elif reply is not None:  # an unusable entry is answered (or failed) by
@@ -153,20 +173,24 @@ class Checks:
                 log.exception("miss_unencodable")
 
     def _from_cache(self, route: Route, blob: bytes, request: CheckRequest, body: bytes,
-                    revision: int, *, now: float, hits: Counter[str]) -> bytes | None:
-        """A cache hit as the encoded reply (counted in ``hits`` by decision); ``_PAST``
-        if a validity boundary passed since it was computed; None (the slow path
-        decides) if unusable."""
+                    looked: Looked, *, now: float, hits: Counter[str]) -> bytes | None:
+        """A cache hit as the encoded reply (counted in ``hits`` by decision, and kept for
+        the same body: :mod:`.recent`); ``_PAST`` if a validity boundary passed since it
+        was computed; None (the slow path decides) if unusable."""
         try:
-            result = self._decider.cached(blob, now)
-            if result is None:
+            held = self._decider.cached(blob, now)
+            if held is None:
                 return _PAST
-            result.revision = revision
+            result, valid_until = held
+            result.revision = looked.revision
             reply = route.encode(result, request, body)
         except Exception:
             log.exception("cache_entry_unreadable")
             return None
         hits[result.decision] += 1
+        if request.request_id is None:
+            self._recent.keep(body, reply, looked.position, result.decision,
+                              valid_until=valid_until, now=now)
         return reply
 
     async def _one(self, route: Route, body: bytes, request: CheckRequest | None, *,

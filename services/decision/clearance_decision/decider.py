@@ -44,6 +44,7 @@ from clearance_decision.entries import (
     unpack,
     unpack_batch,
     unpack_trace,
+    unpack_until,
 )
 from clearance_decision.views import principal_snapshot
 from clearance_runtime.process import metrics
@@ -106,10 +107,11 @@ class Decider:
         cluster, _ = place_of(check.resource)
         return entry_key(decision_digest(pkey, check.action, check.resource, cluster)), pkey
 
-    def cached(self, blob: bytes, now: float) -> CheckResult | None:
-        """A cache hit (without explanation) as a reply, not yet counted (:meth:`count_hits`);
-        None if it no longer holds (the caller evaluates it as a miss)."""
-        return unpack(blob, now)
+    def cached(self, blob: bytes, now: float) -> tuple[CheckResult, float | None] | None:
+        """A cache hit (without explanation) as a reply, not yet counted
+        (:meth:`count_hits`), and the moment it stops holding; None if it no longer holds
+        (the caller evaluates it as a miss)."""
+        return unpack_until(blob, now)
 
     def count_hits(self, decided: Counter[str]) -> None:
         """Count cache hits answered, by decision (once per batch: a labelled counter's
@@ -144,7 +146,8 @@ class Decider:
             elif len(checks) >= WHOLE_BATCH:
                 whole = batch_key(_batch_digest(digests))
                 wanted.append(whole)
-            revision, blobs, _ = await self._cache.lookup(wanted)
+            looked = await self._cache.lookup(wanted)
+            revision, blobs = looked.revision, looked.blobs
             now = time.time()
             cached_whole = None if whole is None or blobs[-1] is None \
                 else unpack_batch(blobs[-1], now)

@@ -69,11 +69,18 @@ def pack(result: CheckResult, valid_until: float | None, *, cluster: str | None,
 def unpack(blob: bytes, now: float) -> CheckResult | None:
     """The cached answer, or None if a validity boundary has passed since it was
     computed (the entry is about to expire: a miss)."""
+    held = unpack_until(blob, now)
+    return None if held is None else held[0]
+
+
+def unpack_until(blob: bytes, now: float) -> tuple[CheckResult, float | None] | None:
+    """The cached answer and the moment it stops holding (None: no boundary ahead), or
+    None if that moment has passed."""
     stored = _decode_stored(entry_body(blob))
     if stored.valid_until is not None and now >= stored.valid_until:
         return None
     stored.result.cached = True
-    return stored.result
+    return stored.result, stored.valid_until
 
 
 def pack_batch(results: list[CheckResult], valid_until: float | None) -> bytes:

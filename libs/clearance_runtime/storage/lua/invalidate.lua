@@ -4,7 +4,8 @@
 -- KEYS[1]  clr:inval:rev  the system revision
 -- KEYS[2]  clr:rev        the compiler's checkpoint (the revision never passes it)
 -- KEYS[3]  clr:dci:all    every live cache entry
--- KEYS[4…] the calls' index sets, each call's in turn (a call takes the next n)
+-- KEYS[4]  clr:inval:epoch  how many calls that name entries have run (each adds one)
+-- KEYS[5…] the calls' index sets, each call's in turn (a call takes the next n)
 -- ARGV[1]  the prefix of cached answers' keys (clr:dc3:; the narrowed call reads only
 --          those, and drops every other member: cached explanations)
 -- ARGV[2]  msgpack [[name, n, [arg, …]], …]: each call, its number of keys, its arguments
@@ -25,6 +26,14 @@
 -- Returns  each call's count of entries deleted; or an error, with the calls before the
 --          failing one applied and the revision where they left it.
 --
+-- The epoch: every call that names entries (an index set, or every entry) adds one,
+-- whether or not it found any to delete and whether or not it moves the revision, in
+-- the same step as its deletions. A decision process reuses a reply it read from an
+-- entry only while the epoch (with the revision and the build) is where it was when it
+-- read it: the entry may have expired since, so whether this call deleted anything
+-- cannot tell it whether its reply is still the answer. Counted per call, the epoch
+-- ends where the same calls one by one would leave it.
+--
 -- The entries deleted are the members of the index sets in KEYS (or, for "every entry",
 -- of clr:dci:all): which they are is known only inside the script, at the moment it runs
 -- — read first and passed in, an entry stored in between would escape. Atomic: the
@@ -40,7 +49,7 @@
 -- a state that already holds the change (stores are fenced on the compiled state), so
 -- the calls skip the index sets (dangling members are the sweep's). A call that removed
 -- entries reads it again: the next call then does what it would alone.
-local REVISION, COMPILED, ALL = KEYS[1], KEYS[2], KEYS[3]
+local REVISION, COMPILED, ALL, EPOCH = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local ENTRY_PREFIX = ARGV[1]
 -- Keys per call of a variadic command: Lua's unpack takes a few thousand values at most.
 local CHUNK = 1000
@@ -154,8 +163,8 @@ local function invalidate(sets, args, rev)
 end
 
 local calls = cmsgpack.unpack(ARGV[2])
--- The calls' keys must be exactly KEYS[4…]: checked before any deletion.
-local wanted = 3
+-- The calls' keys must be exactly KEYS[5…]: checked before any deletion.
+local wanted = 4
 for _, call in ipairs(calls) do
   if type(call[2]) ~= 'number' or call[2] < 0 then
     return redis.error_reply('invalidate: a call without its number of keys')
@@ -163,20 +172,24 @@ for _, call in ipairs(calls) do
   wanted = wanted + call[2]
 end
 if wanted ~= #KEYS then
-  return redis.error_reply('invalidate: the calls name ' .. (wanted - 3) ..
-                           ' keys, KEYS holds ' .. (#KEYS - 3))
+  return redis.error_reply('invalidate: the calls name ' .. (wanted - 4) ..
+                           ' keys, KEYS holds ' .. (#KEYS - 4))
 end
 
 local rev = {current = tonumber(redis.call('GET', REVISION) or '0'),
              compiled = tonumber(redis.call('GET', COMPILED) or '0'),
              cached = redis.call('EXISTS', ALL) == 1}
 local counts = {}
+local named = 0
 local ok, err = pcall(function()
-  local at = 3
+  local at = 4
   for i, call in ipairs(calls) do
     local sets = {}
     for j = 1, call[2] do sets[j] = KEYS[at + j] end
     at = at + call[2]
+    if call[2] > 0 or (call[1] ~= 'n' and call[3][2] == '1') then
+      named = named + 1
+    end
     if call[1] == 'n' then
       counts[i] = narrowed(sets, call[3], rev)
     else
@@ -184,8 +197,10 @@ local ok, err = pcall(function()
     end
   end
 end)
--- The revision reached by the calls that completed, even when a later one failed.
+-- The revision reached by the calls that completed, even when a later one failed (and
+-- the epoch counting them, and the one that failed: it may have deleted some entries).
 if rev.text then redis.call('SET', REVISION, rev.text) end
+if named > 0 then redis.call('INCRBY', EPOCH, named) end
 if not ok then
   if type(err) == 'table' then return err end
   return redis.error_reply(tostring(err))
