@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import signal
 import time
 from collections import Counter
@@ -356,22 +357,33 @@ async def converge(nc: Client, js: JetStreamContext, timeout: float, *,
 
 
 async def read_stream(js: JetStreamContext) -> list[tuple[int, bytes]]:
+    """Every message on the stream. A read caught by an election (its consumer's node
+    lost or just back: a fetch that times out or finds no responder) starts over: a
+    read cut short would make the messages it missed look lost."""
+    while True:
+        try:
+            return await _read_stream_once(js)
+        except (TimeoutError, nats.errors.Error):
+            await asyncio.sleep(0.2)
+
+
+async def _read_stream_once(js: JetStreamContext) -> list[tuple[int, bytes]]:
+    end = (await js.stream_info(EVENTS_STREAM)).state.last_seq
     sub = await js.pull_subscribe(
         EVENTS_SUBJECTS, stream=EVENTS_STREAM,
         config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.NONE,
                               inactive_threshold=30.0))
     messages: list[tuple[int, bytes]] = []
     try:
-        while True:
-            try:
-                batch = await sub.fetch(512, timeout=1.0)
-            except nats.errors.TimeoutError:
-                break
+        while end:
+            batch = await sub.fetch(512, timeout=1.0)
             messages.extend((m.metadata.sequence.stream, m.data) for m in batch)
-            if batch and batch[-1].metadata.num_pending == 0:
+            if batch and (batch[-1].metadata.num_pending == 0
+                          or batch[-1].metadata.sequence.stream >= end):
                 break
     finally:
-        await sub.unsubscribe()
+        with contextlib.suppress(TimeoutError, nats.errors.Error):
+            await sub.unsubscribe()
     return messages
 
 
