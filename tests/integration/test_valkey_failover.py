@@ -125,6 +125,8 @@ async def _until_denied(system: System, seq: int, timeout: float = 30.0) -> floa
 DENY = policy("deny", users=["alice"], default="all", effect="Deny", priority=1)
 
 
+# Room for a failover Sentinel has to try again (PROMOTION_WITHIN) beyond the default 120 s.
+@pytest.mark.timeout(PROMOTION_WITHIN + 60)
 async def test_failover_with_the_old_primary_back_empty(
         system: System, valkey_ha: ValkeyHA) -> None:
     watch = Watch(system)
