@@ -5,6 +5,8 @@ fault scenarios need of it: who leads a stream, killing a node, bringing it back
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from pathlib import Path
 
 import nats
@@ -19,6 +21,7 @@ from clearance_runtime.process import servers
 class NatsCluster:
     def __init__(self, root: Path, nodes: int = 3) -> None:
         self.members, self.url = servers.nats_cluster(root, nodes)
+        self.frozen: list[int] = []
 
     @property
     def urls(self) -> list[str]:
@@ -29,14 +32,27 @@ class NatsCluster:
             member.start()
 
     def stop(self) -> None:
+        for index in self.frozen:
+            self.members[index].kill()  # SIGKILL ends a stopped process too
         servers.stop_all(self.members, timeout=10.0)
 
     def kill(self, index: int) -> None:
         """kill -9: no goodbye to its peers or its clients."""
         self.members[index].kill()
 
+    def freeze(self, index: int) -> None:
+        """SIGSTOP: the node stops answering and closes nothing (a machine gone, a
+        partition); killed at :meth:`stop`."""
+        proc = self.members[index].proc
+        assert proc is not None
+        os.kill(proc.pid, signal.SIGSTOP)
+        self.frozen.append(index)
+
     def restart(self, index: int) -> None:
         self.members[index].start()
+
+    def index_of_port(self, port: int | None) -> int:
+        return [member.port for member in self.members].index(port)
 
     def index_of(self, server_name: str) -> int:
         return int(server_name.removeprefix("n"))

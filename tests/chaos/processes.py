@@ -49,6 +49,8 @@ class Deployment:
         self.valkey, self.redis_url = servers.valkey_server(root / "valkey", persist=True)
         self.log_level = log_level
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        #: NATS nodes stopped with SIGSTOP.
+        self.frozen: list[int] = []
         self._clearance = str(Path(sys.executable).parent / "clearance")
 
     # -- servers ---------------------------------------------------------------------------
@@ -63,6 +65,15 @@ class Deployment:
 
     def start_node(self, index: int) -> None:
         self.nats_nodes[index].start()
+
+    def freeze_node(self, index: int) -> None:
+        """SIGSTOP one node of the NATS cluster: a machine gone without closing its
+        connections, which its clients and peers notice only when it stops answering
+        (killed at :meth:`close`)."""
+        proc = self.nats_nodes[index].proc
+        assert proc is not None
+        os.kill(proc.pid, signal.SIGSTOP)
+        self.frozen.append(index)
 
     def kill_nats(self) -> None:
         self.nats.kill()
@@ -137,6 +148,8 @@ class Deployment:
                 proc.kill()
                 proc.wait()
         self.valkey.stop()
+        for index in self.frozen:
+            self.nats_nodes[index].kill()  # SIGKILL ends a stopped process too
         servers.stop_all(self.nats_nodes, timeout=10.0)
 
 

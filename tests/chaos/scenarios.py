@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import signal
 import time
 from collections import Counter
@@ -226,6 +227,21 @@ def lose_stream_leader(*, back_after: float | None) -> Fault:
     return fault
 
 
+def freeze_stream_leader() -> Fault:
+    """SIGSTOP the NATS node that leads the event stream mid-burst, for good: a machine
+    lost without closing its connections (a power cut, a partition). Its clients notice
+    only by their pings, its peers by the missing heartbeats of their elections."""
+
+    async def fault(run: Run) -> None:
+        await run.at(FAULT_AT)
+        leader = await stream_leader(run.js)
+        run.deployment.freeze_node(leader)
+        run.heal()
+        run.notes.append(f"froze NATS node n{leader}, the stream's leader (SIGSTOP)")
+
+    return fault
+
+
 async def no_fault(run: Run) -> None:
     return None
 
@@ -267,6 +283,8 @@ SCENARIOS = (
              lose_stream_leader(back_after=3.0), nats_nodes=3, recovery_limit=30.0, ci=True),
     Scenario("NATS R3: lose the stream leader's node for good",
              lose_stream_leader(back_after=None), nats_nodes=3, recovery_limit=30.0, ci=True),
+    Scenario("NATS R3: the stream leader's node stops answering (SIGSTOP, for good)",
+             freeze_stream_leader(), nats_nodes=3, recovery_limit=30.0),
 )
 
 
@@ -356,22 +374,33 @@ async def converge(nc: Client, js: JetStreamContext, timeout: float, *,
 
 
 async def read_stream(js: JetStreamContext) -> list[tuple[int, bytes]]:
+    """Every message on the stream. A read caught by an election (its consumer's node
+    lost or just back: a fetch that times out or finds no responder) starts over: a
+    read cut short would make the messages it missed look lost."""
+    while True:
+        try:
+            return await _read_stream_once(js)
+        except (TimeoutError, nats.errors.Error):
+            await asyncio.sleep(0.2)
+
+
+async def _read_stream_once(js: JetStreamContext) -> list[tuple[int, bytes]]:
+    end = (await js.stream_info(EVENTS_STREAM)).state.last_seq
     sub = await js.pull_subscribe(
         EVENTS_SUBJECTS, stream=EVENTS_STREAM,
         config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.NONE,
                               inactive_threshold=30.0))
     messages: list[tuple[int, bytes]] = []
     try:
-        while True:
-            try:
-                batch = await sub.fetch(512, timeout=1.0)
-            except nats.errors.TimeoutError:
-                break
+        while end:
+            batch = await sub.fetch(512, timeout=1.0)
             messages.extend((m.metadata.sequence.stream, m.data) for m in batch)
-            if batch and batch[-1].metadata.num_pending == 0:
+            if batch and (batch[-1].metadata.num_pending == 0
+                          or batch[-1].metadata.sequence.stream >= end):
                 break
     finally:
-        await sub.unsubscribe()
+        with contextlib.suppress(TimeoutError, nats.errors.Error):
+            await sub.unsubscribe()
     return messages
 
 
@@ -531,8 +560,12 @@ async def _quiet(exc: Exception) -> None:
 
 
 async def _connect(url: str) -> Client:
+    # Pings every second: the suite's own connections notice a frozen node within 3 s
+    # (nats-py's default, every 2 minutes, would leave its load and its status samples
+    # talking to the frozen node, and measure that instead of Clearance).
     return await nats.connect(nats_urls.split(url), max_reconnect_attempts=-1,
-                              reconnect_time_wait=0.2, connect_timeout=2, error_cb=_quiet)
+                              reconnect_time_wait=0.2, connect_timeout=2, error_cb=_quiet,
+                              ping_interval=1, max_outstanding_pings=2)
 
 
 async def _jetstream_ready(js: JetStreamContext) -> None:

@@ -1,15 +1,18 @@
 """On a 3-node NATS cluster, CLEARANCE_JETSTREAM_REPLICAS=3 keeps three copies of the event
-stream, the compiler's consumer and the lease bucket — created so, or brought to it from
-one copy at start — and the services, given every node's URL, answer as on one server."""
+stream, the compiler's consumer, the lease bucket and the checkpoint record's bucket —
+created so, or brought to it from one copy at start — and the services, given every
+node's URL, answer as on one server."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import nats.js.errors
 import pytest
 
-from clearance_runtime.messaging import bus, jetstream
+from clearance_runtime.messaging import bus, checkpoints, jetstream
 from tests.cluster import NatsCluster
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster
@@ -38,6 +41,9 @@ async def test_one_copy_is_brought_to_three_and_answers_follow(
     js = nc.jetstream()
     await js.add_stream(bus.stream_config(jetstream.Topology(replicas=1)))
     await js.create_key_value(bucket=jetstream.DEFAULT_LEASE_BUCKET, ttl=5.0, history=1)
+    # One copy, as every version before this one made it: a node's loss took the record
+    # with it, and each of its writes then waited out its timeout.
+    await js.create_key_value(bucket=checkpoints.BUCKET, history=1)
     try:
         await replicated.start()
         revision = await replicated.settle(timeout=60)
@@ -52,6 +58,22 @@ async def test_one_copy_is_brought_to_three_and_answers_follow(
         leases = await js.stream_info(jetstream.DEFAULT.lease_stream)
         assert leases.config.num_replicas == 3
         assert leases.config.max_age == pytest.approx(15.0)  # the lease outlasts elections
+
+        async def record_at_three() -> bool:
+            info = await js.stream_info(checkpoints.STREAM)
+            try:
+                entry = await (await js.key_value(checkpoints.BUCKET)).get(checkpoints.KEY)
+            except nats.js.errors.KeyNotFoundError:
+                return False
+            record = checkpoints.parse(entry.value)
+            return info.config.num_replicas == 3 and record is not None \
+                and record[0] >= revision
+
+        # Brought to three copies by the compiler, and the record written there.
+        deadline = asyncio.get_running_loop().time() + 20
+        while not await record_at_three():
+            assert asyncio.get_running_loop().time() < deadline, "no record at 3 copies"
+            await asyncio.sleep(0.05)
     finally:
         await nc.close()
 

@@ -87,6 +87,7 @@ COMPILER_JS = [
     "$JS.ACK.CLEARANCE_EVENTS.clearance-compiler.1.1.1.1.0",
     f"{JS}.STREAM.INFO.KV_CLEARANCE_LEASES", "$KV.CLEARANCE_LEASES.compiler",
     f"{JS}.STREAM.INFO.KV_CLEARANCE_CHECKPOINTS", "$KV.CLEARANCE_CHECKPOINTS.compiler",
+    f"{JS}.STREAM.UPDATE.KV_CLEARANCE_CHECKPOINTS",
 ]
 #: The decision service reads the compiler's checkpoint record, and writes nothing there.
 DECISION_JS = [

@@ -33,9 +33,7 @@ STREAM, SUBJECTS, DURABLE = "PULL_TEST", "pulltest.>", "reader"
 async def with_consumer(js: JetStreamContext) -> None:
     """The test stream and its durable consumer, as the compiler configures its own."""
     await js.add_stream(name=STREAM, subjects=[SUBJECTS])
-    await js.add_consumer(STREAM, ConsumerConfig(
-        durable_name=DURABLE, deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.ALL,
-        ack_wait=60.0, max_ack_pending=2048))
+    await with_consumer_only(js)
 
 
 @pytest.fixture
@@ -155,6 +153,35 @@ async def test_a_lost_delivery_fails_the_reader_instead_of_being_skipped(nc: Cli
         with pytest.raises(PullFailed, match="delivery 4 was lost"):
             await puller.next_batch(wait=1.0)
         assert is_transient(PullFailed("x"))
+
+async def test_a_fresh_consumer_must_start_at_its_first_delivery(nc: Client) -> None:
+    """The compiler asks again for a consumer whose creation it never saw answered, and
+    reads it as fresh: had it delivered anything that never arrived, the first delivery
+    received is not the first, and the reader fails instead of folding from there."""
+    await publish(nc, 5)
+    async with reading(nc, batch=16, fresh=True) as puller:
+        assert not puller.answered
+        assert await read(puller, 5, batch=16) == [1, 2, 3, 4, 5]
+        assert puller.answered  # the consumer has a leader: its deletion may go on
+    js = nc.jetstream()
+    await js.delete_consumer(STREAM, DURABLE)
+    await with_consumer_only(js)
+    # Two deliveries the server made to someone else (lost on the way, for the compiler).
+    other = await js.pull_subscribe_bind(DURABLE, stream=STREAM)
+    assert len(await other.fetch(2, timeout=5.0)) == 2
+    await other.unsubscribe()
+    async with reading(nc, batch=16, fresh=True) as puller:
+        with pytest.raises(PullFailed, match="delivery 1 was lost"):
+            for _ in range(10):
+                await puller.next_batch(wait=1.0)
+
+
+async def with_consumer_only(js: JetStreamContext) -> None:
+    """The durable consumer alone, on the test stream."""
+    await js.add_consumer(STREAM, ConsumerConfig(
+        durable_name=DURABLE, deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.ALL,
+        ack_wait=60.0, max_ack_pending=2048))
+
 
 async def test_a_restarted_server_gets_a_new_request_at_once(tmp_path: Path) -> None:
     """A server killed with a request open forgets it and never sends its 408: the

@@ -20,15 +20,20 @@ import redis
 
 from clearance_runtime.process import servers
 from tests.conftest import Servers
-from tests.integration.harness import System, cluster
+from tests.integration.harness import System, cluster, stop_task
 from tests.support.policies import policy
 from tests.support.valkeyha import ValkeyHA
 from tests.support.waiting import until
 
-#: Every change in force within this long of the fault. The target is 10 s after a
-#: Sentinel failover; measured here (Sentinel's detection and election included) ~11 s,
-#: so the CI bound is 15 s until the follow is made faster.
-STALL_BOUND = 15.0
+#: Every change in force within this long of a Sentinel failover (the promotion), and
+#: of a store gone back. Sentinel's own part comes before: with the deployed timing
+#: (tests/support/valkeyha.py) it calls the primary down after 5 s without an answer,
+#: then elects one of its own to promote the replica.
+STALL_BOUND = 10.0
+#: Seconds Sentinel may take from the kill to the promotion before the test gives up:
+#: a failover attempt that does not complete is tried again only after twice its
+#: failover-timeout (60 s deployed).
+PROMOTION_WITHIN = 150.0
 
 
 @pytest.fixture
@@ -71,14 +76,23 @@ class Watch:
             await asyncio.sleep(0.01)
 
     async def stop(self) -> None:
-        self._task.cancel()
-        await asyncio.gather(self._task, return_exceptions=True)
+        # Cancelled until it ends: on Python 3.11 a request's wait_for can swallow a
+        # cancellation that arrives with its reply, and this loop then asked on for ever
+        # (the test hung until pytest's timeout in two of six runs).
+        await stop_task(self._task)
 
     def check(self, deny_at: int, since: float) -> float:
         """Every reply: no revision going back; from ``deny_at`` on, only deny; errors
         only ``unavailable`` (or a timeout); the stall: the longest run of
         non-answers after ``since``."""
-        highest, stall, gap_from = 0, 0.0, None
+        return self._check(deny_at, since)[0]
+
+    def resumed(self, deny_at: int, since: float) -> float:
+        """Seconds from ``since`` to the first answer after it (checked as above)."""
+        return self._check(deny_at, since)[1]
+
+    def _check(self, deny_at: int, since: float) -> tuple[float, float]:
+        highest, stall, gap_from, first = 0, 0.0, None, None
         for at, reply in self.replies:
             if "decision" not in reply:
                 assert reply["error"]["code"] in ("unavailable", "stale", "timeout"), reply
@@ -87,13 +101,16 @@ class Watch:
                 continue
             if gap_from is not None:
                 stall, gap_from = max(stall, at - gap_from), None
+            if at >= since and first is None:
+                first = at - since
             revision = reply["revision"]
             assert revision >= highest, f"revision went back: {revision} after {highest}"
             highest = revision
             if revision >= deny_at:
                 assert reply["decision"] == "deny", reply
         assert highest >= deny_at, "the Deny was never answered after the failover"
-        return stall
+        assert first is not None, "no answer after the failover"
+        return stall, first
 
 
 async def _until_denied(system: System, seq: int, timeout: float = 30.0) -> float:
@@ -110,6 +127,8 @@ async def _until_denied(system: System, seq: int, timeout: float = 30.0) -> floa
 DENY = policy("deny", users=["alice"], default="all", effect="Deny", priority=1)
 
 
+# Room for a failover Sentinel has to try again (PROMOTION_WITHIN) beyond the default 120 s.
+@pytest.mark.timeout(PROMOTION_WITHIN + 60)
 async def test_failover_with_the_old_primary_back_empty(
         system: System, valkey_ha: ValkeyHA) -> None:
     watch = Watch(system)
@@ -122,7 +141,8 @@ async def test_failover_with_the_old_primary_back_empty(
         killed = time.monotonic()
         valkey_ha.kill(0)
         await asyncio.to_thread(valkey_ha.wait, lambda: valkey_ha.primary_index() == 1,
-                                what="the promotion")
+                                timeout=PROMOTION_WITHIN, what="the promotion")
+        promoted = time.monotonic()
         # Back empty, still calling itself a primary, until Sentinel demotes it.
         await asyncio.to_thread(valkey_ha.restart_empty, 0)
         await _until_denied(system, seq)
@@ -136,12 +156,20 @@ async def test_failover_with_the_old_primary_back_empty(
         in_force = await _until_denied(system, later)
         await until(lambda: any(at > killed and "decision" in reply
                                 for at, reply in watch.replies), what="a watched answer")
+        await until(lambda: any(at > promoted and "decision" in reply
+                                for at, reply in watch.replies), what="an answer after")
         stall = watch.check(seq, killed)
+        after = watch.resumed(seq, promoted)
+        stall_after = watch.check(seq, promoted)  # any gap that began after the promotion
     finally:
         await watch.stop()
-    print(f"\nfailover (old primary back empty): longest stall {stall:.2f} s, "
-          f"next change in force {in_force:.2f} s after it was published")
-    assert stall < STALL_BOUND
+    print(f"\nfailover (old primary back empty, down-after "
+          f"{valkey_ha.timing.down_after_ms} ms): longest stall {stall:.2f} s, of which "
+          f"Sentinel's promotion {promoted - killed:.2f} s and answers again "
+          f"{after:.2f} s after it; next change in force {in_force:.2f} s after it was "
+          f"published")
+    assert after < STALL_BOUND and stall_after < STALL_BOUND
+    assert in_force < STALL_BOUND
 
 
 async def test_a_store_gone_back_answers_nothing_older(

@@ -15,12 +15,14 @@ import redis.asyncio as aioredis
 
 from clearance_runtime.process import outages
 from clearance_runtime.storage import store
-from tests.support.valkeyha import SERVICE, ValkeyHA
+from tests.support.valkeyha import FAST, SERVICE, ValkeyHA
 
 
 @pytest.fixture
 def valkey_ha(tmp_path: Path) -> Iterator[ValkeyHA]:
-    group = ValkeyHA(tmp_path / "ha")
+    # What a client does across a failover, not how long Sentinel takes to decide one
+    # (test_valkey_failover.py measures that, with the deployed timing).
+    group = ValkeyHA(tmp_path / "ha", timing=FAST)
     group.start()
     yield group
     group.stop()

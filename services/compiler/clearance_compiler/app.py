@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import time
 
+import nats.js.errors
 import redis.asyncio as aioredis
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -47,6 +48,14 @@ CENSUS_EVERY = 2.0
 #: Seconds between heartbeats while a backlog is folded (caught up: one per batch). Well
 #: inside ``health.STALE_AFTER_MS``.
 BACKLOG_BEAT = 0.25
+#: Seconds a request about the stream or the consumer waits for its answer before the
+#: loop asks again (nats-py's default is 5 s). A request sent while a NATS node's loss
+#: leaves them without a leader is lost, and waiting 5 s for it held the compiler up to
+#: 5 s past the election (docs/robustness.md, "Fault suite").
+CONTROL_TIMEOUT = 1.0
+#: Seconds a consumer asked for may take to answer before it is deleted and asked for
+#: anew (a JetStream leader election takes 4-9 s).
+CREATE_PATIENCE = 15.0
 
 
 class Compiler:
@@ -56,6 +65,13 @@ class Compiler:
         self._nc = nc
         self._topology = topology
         self._js: JetStreamContext = nc.jetstream()
+        #: For the stream's and the consumer's management: a lost request is asked again
+        #: soon (``CONTROL_TIMEOUT``).
+        self._control: JetStreamContext = nc.jetstream(timeout=CONTROL_TIMEOUT)
+        #: The consumer asked for last, which has not answered a request yet, and since
+        #: when it is awaited: asked for again as it is, not deleted first (``_subscribe``).
+        self._creating: ConsumerConfig | None = None
+        self._creating_since = 0.0
         self._r = redis
         self._store = StateStore(redis, allow_unset=allow_unset, authority=authority)
         self._folder = Folder(self._store, nc)
@@ -67,7 +83,7 @@ class Compiler:
         self._next_beat = 0.0
         #: The committed checkpoint, recorded outside Valkey too (a failover to a
         #: lagging replica loses commits; decisions refuse a store behind this record).
-        self._checkpoints = Checkpoints(self._js)
+        self._checkpoints = Checkpoints(self._js, replicas=topology.replicas)
         self._epoch: bytes | None = None
 
     async def run(self) -> None:
@@ -79,12 +95,13 @@ class Compiler:
             while True:
                 await retries.forever("compiler", self._run_from_checkpoint)
         finally:
+            await self._checkpoints.close()
             metrics.forget("compiler")
             metrics.forget_policies()
 
     async def _run_from_checkpoint(self) -> None:
         """Position the consumer at the checkpoint and fold until the state is lost."""
-        await bus.ensure_stream(self._js, self._topology)
+        await bus.ensure_stream(self._control, self._topology)
         checkpoint = await self._resume_from()
         self._epoch = await self._store.epoch()
         await self._note_behind(checkpoint)
@@ -97,6 +114,8 @@ class Compiler:
         try:
             await self._consume(puller)
         finally:
+            if puller.answered:
+                self._creating = None
             await puller.stop()
 
     async def _note_behind(self, checkpoint: int) -> None:
@@ -109,9 +128,17 @@ class Compiler:
                         replaying=record[0] - checkpoint)
 
     async def _subscribe(self, checkpoint: int) -> Puller:
-        """The consumer, (re)created to deliver from ``checkpoint + 1``, and its reader."""
-        with contextlib.suppress(NotFoundError):
-            await self._js.delete_consumer(self._topology.stream, DURABLE)
+        """The consumer, (re)created to deliver from ``checkpoint + 1``, and its reader.
+
+        A consumer asked for that has not answered yet (its creation timed out, or its
+        requests found no responder) is asked for again as it is, not deleted first,
+        for up to ``CREATE_PATIENCE`` seconds: a replicated consumer whose group lost a
+        node can take longer to elect its leader than a request waits, and deleting it
+        at each attempt started that election over (the compiler stalled up to 20 s
+        after a node's loss). Asking again for the same consumer is safe: JetStream
+        answers an identical creation with the consumer that exists, which has
+        delivered nothing (no delivery reached this reader, and its first must be the
+        consumer's first: ``fresh``)."""
         config = ConsumerConfig(
             durable_name=DURABLE,
             deliver_policy=DeliverPolicy.BY_START_SEQUENCE if checkpoint else DeliverPolicy.ALL,
@@ -123,7 +150,18 @@ class Compiler:
             # As many copies as the stream: its node lost, the consumer keeps its place.
             num_replicas=self._topology.replicas,
         )
-        return await open_puller(self._js, self._topology.stream, config, batch=BATCH)
+        now = time.monotonic()
+        if config != self._creating or now > self._creating_since + CREATE_PATIENCE:
+            self._creating = None
+            with contextlib.suppress(NotFoundError):
+                await self._control.delete_consumer(self._topology.stream, DURABLE)
+            self._creating, self._creating_since = config, now
+        try:
+            return await open_puller(self._control, self._topology.stream, config,
+                                     batch=BATCH, fresh=True)
+        except nats.js.errors.BadRequestError:
+            self._creating = None  # refused: the next attempt starts from a deletion
+            raise
 
     async def _resume_from(self) -> int:
         """The checkpoint to continue after; 0 once a store that lost its state (or never
@@ -133,7 +171,7 @@ class Compiler:
             return checkpoint or 0
         if checkpoint is not None:
             log.warning("compiled_state_partial", checkpoint=checkpoint)
-        target = (await self._js.stream_info(self._topology.stream)).state.last_seq
+        target = (await self._control.stream_info(self._topology.stream)).state.last_seq
         removed = await self._store.wipe(target)
         log.info("compiled_state_rebuilding", removed_keys=removed, until=target)
         return 0
@@ -213,7 +251,7 @@ class Compiler:
     async def _record(self) -> None:
         """Record the position (outside Valkey) and acknowledge the messages it holds."""
         if self._epoch is not None and self._position:
-            await self._checkpoints.record(self._position, self._epoch)
+            self._checkpoints.record(self._position, self._epoch)
         if self._unacked is not None:
             last, self._unacked = self._unacked, None
             await last.ack()

@@ -11,7 +11,7 @@ import redis.exceptions
 from nats.aio.client import Client
 
 from clearance_runtime.messaging import bus
-from clearance_runtime.process import health, logs, metrics, probes
+from clearance_runtime.process import health, logs, metrics, probes, retries
 from clearance_runtime.process.settings import Settings
 from clearance_watcher.ledger import Ledger
 from clearance_watcher.manifests import ManifestSource
@@ -30,11 +30,17 @@ class Watcher:
         js = self._nc.jetstream()
         topology = self._settings.topology
         # Its NATS user may create the stream, not update it: the compiler reconciles.
-        await bus.ensure_stream(js, topology, reconcile=False)
+        # An outage here (a NATS election: the stream without a leader for seconds) is
+        # waited out like any other, not a service failure: restarting the watcher cost
+        # its reconnection and its supervisor's back-off on top of the election.
+        await retries.forever("watcher start", lambda: bus.ensure_stream(
+            js, topology, reconcile=False))
         sources: list[Coroutine[Any, Any, None]] = [self._heartbeat()]
         if self._settings.manifests is not None:
             ledger = Ledger(js, source="manifests", nc=self._nc, topology=topology)
-            await ledger.load()
+            # A load cut short is started over (it only ever sets each object to its
+            # last message on the stream).
+            await retries.forever("ledger load", ledger.load, source="manifests")
             self._ledgers.append(ledger)
             sources.append(ManifestSource(
                 self._settings.manifests, ledger,
@@ -42,7 +48,7 @@ class Watcher:
                 max_bytes=self._settings.manifest_max_bytes).run())
         if self._settings.kubernetes:
             ledger = Ledger(js, source="kubernetes", nc=self._nc, topology=topology)
-            await ledger.load()
+            await retries.forever("ledger load", ledger.load, source="kubernetes")
             self._ledgers.append(ledger)
             sources.append(self._kubernetes(ledger))
         if len(sources) == 1:
