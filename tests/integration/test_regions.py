@@ -101,13 +101,22 @@ async def changed(nc: Client, user: str, after: int) -> dict[str, Any]:
     return reply
 
 
+async def allowed(nc: Client, user: str) -> dict[str, Any]:
+    """``user``'s first allow: the region may answer before it has folded every file it
+    started with (the inventory before the policy, say)."""
+    deadline = asyncio.get_running_loop().time() + 30
+    while (reply := await ask(nc, user))["decision"] != "allow":
+        assert asyncio.get_running_loop().time() < deadline, f"never allowed: {reply}"
+        await asyncio.sleep(0.05)
+    return reply
+
+
 async def test_a_change_in_a_is_answered_in_b_at_the_same_revision_and_b_outlives_the_link(
         regions: Regions) -> None:
     a, b = await connect(regions.hub), await connect(regions.eu)
     try:
         # Both regions up: A's state, and B's from its mirror, at the same revision.
-        first = await ask(a, "alice")
-        assert first["decision"] == "allow"
+        first = await allowed(a, "alice")  # once A has folded both manifest files
         in_b = await answer_at_least(b, "alice", first["revision"])
         assert in_b["decision"] == "allow"
         assert (await ask(b, "bob"))["decision"] == "deny"
