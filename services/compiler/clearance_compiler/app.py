@@ -45,9 +45,6 @@ DURABLE = "clearance-compiler"
 BATCH = 512
 #: Seconds between censuses of policy states (a MonitorAccessPolicy expires with no event).
 CENSUS_EVERY = 2.0
-#: Seconds between heartbeats while a backlog is folded (caught up: one per batch). Well
-#: inside ``health.STALE_AFTER_MS``.
-BACKLOG_BEAT = 0.25
 #: Seconds a request about the stream or the consumer waits for its answer before the
 #: loop asks again (nats-py's default is 5 s). A request sent while a NATS node's loss
 #: leaves them without a leader is lost, and waiting 5 s for it held the compiler up to
@@ -80,7 +77,6 @@ class Compiler:
         #: lands).
         self._unacked: Msg | None = None
         self._next_census = 0.0
-        self._next_beat = 0.0
         #: The committed checkpoint, recorded outside Valkey too (a failover to a
         #: lagging replica loses commits; decisions refuse a store behind this record).
         self._checkpoints = Checkpoints(self._js, replicas=topology.replicas)
@@ -231,14 +227,11 @@ class Compiler:
         else:
             await self._folder.commit()
             await self._acknowledge()
-        # Caught up, every batch beats; through a backlog, every BACKLOG_BEAT seconds (a
-        # beat per batch was a third of a rebuild's waiting on the store).
-        now = time.monotonic()
-        if lag == 0 or now >= self._next_beat:
-            self._next_beat = now + BACKLOG_BEAT
-            await health.beat(self._r, "compiler", self._position, lag=lag,
-                              consumer=DURABLE)
-        if now >= self._next_census:
+        # Every batch beats: measured on a quiet machine, beating only every 0.25 s
+        # through a backlog made a rebuild of 100,000 objects slower (5.8 s against 4.9 s:
+        # the beat's round trip overlaps the pipelined commit in flight).
+        await health.beat(self._r, "compiler", self._position, lag=lag, consumer=DURABLE)
+        if time.monotonic() >= self._next_census:
             await self._report_census()
         return True
 
