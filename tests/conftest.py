@@ -7,21 +7,18 @@ project installs. Tests that need isolation get a fresh stream and a flushed dat
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import nats
 import pytest
 import redis.asyncio as aioredis
 from hypothesis import settings
-from nats.js.errors import NotFoundError
 
 from clearance_api.wire import EVENTS_STREAM
 from clearance_runtime.process import servers
 from tests.cluster import NatsCluster
+from tests.support.streams import delete_streams
 
 # Hypothesis judges a test by what it finds, not by how long one example took: the full
 # test command runs three workers on two cores, where a 0.1 ms example sometimes takes
@@ -60,22 +57,6 @@ class Servers:
         self.valkey.stop()
 
 
-async def _removed_from_disk(state_dir: Path, streams: tuple[str, ...]) -> None:
-    """nats-server deletes a stream's files after it answers (it renames the directory
-    ``.<name>`` and removes it later): a stream created under the same name before they
-    are gone can come back holding the deleted one's messages (seen under load, about one
-    create in five). Wait for the files."""
-    def held() -> bool:
-        return any(path.name.lstrip(".") in streams
-                   for path in state_dir.glob("jetstream/*/*/streams/*"))
-
-    for _ in range(2000):
-        if not held():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"nats-server never removed the files of {streams}")
-
-
 @pytest.fixture(scope="session")
 def real_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     srv = Servers(tmp_path_factory.mktemp("servers"))
@@ -102,15 +83,9 @@ async def nats_cluster(tmp_path: Path) -> AsyncIterator[NatsCluster]:
 @pytest.fixture
 async def clean_servers(real_servers: Servers) -> AsyncIterator[Servers]:
     """Empty stream and empty Redis before each test that asks for it."""
-    nc = await nats.connect(real_servers.nats_url)
-    js = nc.jetstream()
     # No lease left over from a killed process, nor a checkpoint of another test's stream.
-    streams = (EVENTS_STREAM, "KV_CLEARANCE_LEASES", "KV_CLEARANCE_CHECKPOINTS")
-    for name in streams:
-        with contextlib.suppress(NotFoundError):
-            await js.delete_stream(name)
-    await nc.close()
-    await _removed_from_disk(real_servers.root / "nats", streams)
+    await delete_streams(real_servers.nats_url, EVENTS_STREAM, "KV_CLEARANCE_LEASES",
+                         "KV_CLEARANCE_CHECKPOINTS", state_dir=real_servers.root / "nats")
     r = aioredis.from_url(real_servers.redis_url)
     await r.flushall()
     await r.aclose()

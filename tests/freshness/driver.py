@@ -11,7 +11,6 @@ event loop and runs one coroutine per step; the services run whenever that loop 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
@@ -24,6 +23,7 @@ from clearance_api.wire import EVENTS_STREAM
 from tests.conftest import Servers
 from tests.freshness.world import Key, subject_of
 from tests.integration.harness import System
+from tests.support.streams import delete_streams
 
 T = TypeVar("T")
 #: How long a request may wait for its min_revision. Generous: on a loaded machine the
@@ -52,10 +52,8 @@ class Driver:
 
     async def start(self) -> None:
         """An empty stream and store, then the three services that answer from them."""
-        nc = await nats.connect(self.servers.nats_url)
-        with contextlib.suppress(nats.js.errors.NotFoundError):
-            await nc.jetstream().delete_stream(EVENTS_STREAM)
-        await nc.close()
+        await delete_streams(self.servers.nats_url, EVENTS_STREAM,
+                             state_dir=self.servers.root / "nats")
         r = aioredis.from_url(self.servers.redis_url)
         await r.flushall()
         await r.aclose()

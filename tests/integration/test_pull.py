@@ -19,13 +19,13 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from nats.js.errors import NotFoundError
 
 from clearance_runtime.messaging import bus
 from clearance_runtime.messaging.pull import Puller, PullFailed
 from clearance_runtime.process import servers
 from clearance_runtime.process.outages import is_transient
 from tests.conftest import Servers
+from tests.support.streams import delete_streams
 
 STREAM, SUBJECTS, DURABLE = "PULL_TEST", "pulltest.>", "reader"
 
@@ -38,10 +38,9 @@ async def with_consumer(js: JetStreamContext) -> None:
 
 @pytest.fixture
 async def nc(real_servers: Servers) -> AsyncIterator[Client]:
+    await delete_streams(real_servers.nats_url, STREAM, state_dir=real_servers.root / "nats")
     client = await nats.connect(real_servers.nats_url)
     js = client.jetstream()
-    with contextlib.suppress(NotFoundError):
-        await js.delete_stream(STREAM)
     await with_consumer(js)
     yield client
     await js.delete_stream(STREAM)
