@@ -125,10 +125,12 @@ async def shape(peer: Served, label: str, call: Callable[[Any], Awaitable[None]]
 # --- the run ----------------------------------------------------------------------------
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
+    # Installed first: the peers' clients (grpcio among them) are the `peers` extra, which
+    # a fresh checkout does not have until this run installs it.
+    cerbos_binary, libspicedb = install.everything()
     from peers_clearance import ClearancePeer, Echo  # noqa: PLC0415
     from peers_grpc import CerbosPeer, SpiceDBPeer  # noqa: PLC0415
 
-    cerbos_binary, libspicedb = install.everything()
     state = Path(tempfile.mkdtemp(prefix="clearance-peers-"))
     peers: list[Peer] = []
     stack = contextlib.AsyncExitStack()
