@@ -52,7 +52,7 @@ class ClearancePeer(Peer):
             await bench_run.publish_objects(js, objects)
             r = aioredis.from_url(srv.redis_url)
             await bench_run.invalidated_past(r, len(objects), 0.05)
-            while not await r.exists(keys.service("decision")):  # noqa: ASYNC110 - beats
+            while not await r.exists(keys.service_replicas("decision")):  # noqa: ASYNC110 - beats
                 await asyncio.sleep(0.05)
             await r.aclose()
             peer = cls(nc, [srv.nats.proc.pid, srv.valkey.proc.pid, procs[2].pid])
