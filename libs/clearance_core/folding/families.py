@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from clearance_core.folding.fold import Affected
 
 if TYPE_CHECKING:  # the model names Family in its Writes protocol
@@ -59,6 +61,20 @@ class Family:
     def covers(self, key: str) -> bool:
         """Whether ``key`` is one of this family's hashes."""
         return key.startswith(self.key) if self.prefix else key == self.key
+
+
+_json = msgspec.json.Encoder().encode
+
+
+def json_text(value: Any) -> str:
+    """The encoder of a family stored as JSON: UTF-8 text, so it travels as a str command
+    word (no msgpack head to build)."""
+    return _json(value).decode()
+
+
+def same(value: Any) -> Any:
+    """The codec of a family stored as given (already encoded, or text)."""
+    return value
 
 
 def store(model: Model, tx: Writes, family: Family, field: str, value: Any) -> Any:

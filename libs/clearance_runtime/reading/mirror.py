@@ -111,7 +111,6 @@ class StateMirror:
         #: cluster not in it), made when first read after they changed.
         self._declared_now: frozenset[str] | None = None
         self._inventory: tuple[str, ...] | None = None
-        self._access: set[str] = set()
         #: The inherited policies' families only the authoring views read.
         self.inherited = InheritedState()
         self._decoded: dict[bytes, EffectivePolicy] = {}
@@ -306,10 +305,6 @@ class StateMirror:
         _put(self._sources, field, None if value is None else blob(value))
         self._declared_now = None
 
-    def _apply_access(self, key: str, field: str, value: bytes | str | None) -> None:
-        _toggle(self._access, field, value is not None)
-        self.inherited.put(key, field, value)
-
     def _apply_inherited(self, key: str, field: str, value: bytes | str | None) -> None:
         self.inherited.put(key, field, value)
 
@@ -424,7 +419,7 @@ class StateMirror:
             inventory=self.inventory() if len(labels) < len(wanted) else None,
             match=self._matcher(),
         )
-        if self._access:
+        if self.inherited.hash(keys.ACCESS_POLICIES):  # any AccessPolicy at all
             self._inherited(snapshot, wanted, namespaces)
             if spread and self._effective_in:
                 identity = Identity(username=username, email=email,
@@ -610,15 +605,8 @@ _APPLY: dict[str, Callable[[StateMirror, str, str, bytes | str | None], None]] =
     families.RBAC.name: StateMirror._apply_rbac,
     inherit_store.EFFECTIVE.name: StateMirror._apply_effective,
     inherit_store.EFFECTIVE_IN.name: StateMirror._apply_effective_in,
-    inherit_store.ACCESS_POLICIES.name: StateMirror._apply_access,
     **{family.name: StateMirror._apply_inherited for family in (
-        inherit_store.ACCESS_INVALID, inherit_store.ACCESS_STATUS, inherit_store.BINDINGS,
-        inherit_store.CLUSTER_SETS, inherit_store.EXCLUDED_AT)},
+        inherit_store.ACCESS_POLICIES, inherit_store.ACCESS_INVALID,
+        inherit_store.ACCESS_STATUS, inherit_store.BINDINGS, inherit_store.CLUSTER_SETS,
+        inherit_store.EXCLUDED_AT)},
 }
-
-
-def _toggle(members: set[str], name: str, present: bool) -> None:
-    if present:
-        members.add(name)
-    else:
-        members.discard(name)

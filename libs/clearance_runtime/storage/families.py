@@ -10,18 +10,15 @@ their own.
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
 from clearance_core.folding import registry
-from clearance_core.folding.families import Family
+from clearance_core.folding.families import Family, json_text, same
 from clearance_core.monitor.metricsource import CompiledSource
 from clearance_core.monitor.policy import CompiledPolicy
 from clearance_runtime.storage import inherit_store, keys
 
 _msgpack = msgspec.msgpack.Encoder().encode
-_json = msgspec.json.Encoder().encode
 #: The one decoder of a cluster's labels (``clr:mc``'s values), wherever they are read.
 decode_labels = msgspec.json.Decoder(dict[str, str]).decode
 decode_users = msgspec.json.Decoder(list[str]).decode
@@ -29,23 +26,14 @@ decode_policy = msgspec.msgpack.Decoder(CompiledPolicy).decode
 decode_source = msgspec.msgpack.Decoder(CompiledSource).decode
 
 
-def _json_text(value: Any) -> str:
-    """JSON is UTF-8 text: it travels as a str command word (no msgpack head to build)."""
-    return _json(value).decode()
-
-
-def _same(value: Any) -> Any:
-    return value
-
-
 POLICIES = Family("policies", keys.POLICIES, _msgpack, decode_policy, mirrored=True)
-POLICY_OBJECTS = Family("policy_objects", keys.POLICY_OBJECTS, bytes.decode, _same)
+POLICY_OBJECTS = Family("policy_objects", keys.POLICY_OBJECTS, bytes.decode, same)
 SOURCE_OBJECTS = Family("source_objects", keys.SOURCE_OBJECTS, _msgpack, decode_source)
 SOURCES = Family("sources", keys.SOURCES, _msgpack, decode_source, mirrored=True)
-CLUSTERS = Family("clusters", keys.CLUSTERS, _json_text, decode_labels, mirrored=True)
-GROUPS = Family("groups", keys.GROUPS, _json_text, decode_users, mirrored=True)
+CLUSTERS = Family("clusters", keys.CLUSTERS, json_text, decode_labels, mirrored=True)
+GROUPS = Family("groups", keys.GROUPS, json_text, decode_users, mirrored=True)
 #: Compiled RBAC: encoded by ``rbac_store`` (its decoder needs the object key).
-RBAC = Family("rbac", keys.RBAC, _same, _same, mirrored=True)
+RBAC = Family("rbac", keys.RBAC, same, same, mirrored=True)
 #: The library's families that hold values a fold writes one field at a time (the
 #: inherited policies' are declared beside their encodings, in :mod:`.inherit_store`;
 #: the rest of the layout, in :mod:`.keys`, is sets and markers).

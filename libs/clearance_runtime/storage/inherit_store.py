@@ -20,12 +20,12 @@ records carry its values, and the decision service answers ``effective``, ``reac
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
 from clearance_api.wire import ExcludedPolicy, StatusCondition
-from clearance_core.folding.families import Family
+from clearance_core.folding.families import Family, json_text, same
 from clearance_core.inherit.accesspolicy import CompiledAccessPolicy
 from clearance_core.inherit.hierarchy import Target
 from clearance_core.inherit.merge import EffectivePolicy
@@ -86,30 +86,22 @@ def decode_binding(blob: bytes) -> tuple[str, str, str]:
     return _decode_binding(blob)
 
 
-def _json_text(value: Any) -> str:
-    return _json(value).decode()
-
-
-def _same(value: Any) -> Any:
-    return value
-
-
 ACCESS_POLICIES = Family("access_policies", keys.ACCESS_POLICIES, _encode,
                          decode_access_policy, mirrored=True)
-ACCESS_INVALID = Family("access_invalid", keys.ACCESS_INVALID, _same, bytes.decode,
+ACCESS_INVALID = Family("access_invalid", keys.ACCESS_INVALID, same, bytes.decode,
                         mirrored=True)
-ACCESS_STATUS = Family("access_status", keys.ACCESS_STATUS, _json_text, decode_conditions,
+ACCESS_STATUS = Family("access_status", keys.ACCESS_STATUS, json_text, decode_conditions,
                        mirrored=True)
-BINDINGS = Family("bindings", keys.BINDINGS, _json_text, decode_binding, mirrored=True)
+BINDINGS = Family("bindings", keys.BINDINGS, json_text, decode_binding, mirrored=True)
 #: Which cluster sets exist: only the fields count (every value is "").
-CLUSTER_SETS = Family("cluster_sets", keys.CLUSTER_SETS, _same, _same, mirrored=True,
+CLUSTER_SETS = Family("cluster_sets", keys.CLUSTER_SETS, same, same, mirrored=True,
                       presence_only=True)
-EFFECTIVE = Family("effective", keys.EFFECTIVE, _encode, _same, mirrored=True)
+EFFECTIVE = Family("effective", keys.EFFECTIVE, _encode, same, mirrored=True)
 #: One hash per cluster (``location``): its Namespace targets' effective policies.
-EFFECTIVE_IN = Family("effective_in", keys.prefix(keys.effective_in), _encode, _same,
+EFFECTIVE_IN = Family("effective_in", keys.prefix(keys.effective_in), _encode, same,
                       mirrored=True, prefix=True)
 #: One hash per target (``excluded_key``): the policies aimed at it that take no part.
-EXCLUDED_AT = Family("excluded_at", keys.prefix(keys.excluded_at), _json_text,
+EXCLUDED_AT = Family("excluded_at", keys.prefix(keys.excluded_at), json_text,
                      decode_excluded, mirrored=True, prefix=True)
 #: By policy, where one that takes no part was aimed: the compiler's own record (no
 #: reader but a restarted compiler).
@@ -119,32 +111,36 @@ FAMILIES = (ACCESS_POLICIES, ACCESS_INVALID, ACCESS_STATUS, BINDINGS, CLUSTER_SE
             EFFECTIVE, EFFECTIVE_IN, EXCLUDED_AT, EXCLUDED)
 
 
+class _Puts(Protocol):
+    """What the mixin below needs of the transaction it joins (``changes.Transaction``)."""
+
+    def put(self, family: Family, field: str, value: Any, *,
+            key: str | None = None) -> None: ...
+
+
 class InheritWrites:
     """The AccessPolicy part of the store's transaction (``Writes`` in the core): each
     write one field of a family above, through the transaction's ``put``."""
 
-    def put(self, family: Family, field: str, value: Any, *, key: str | None = None) -> None:
-        raise NotImplementedError  # the transaction's (``changes.Transaction.put``)
-
-    def put_access_policy(self, key: str, policy: CompiledAccessPolicy | None,
+    def put_access_policy(self: _Puts, key: str, policy: CompiledAccessPolicy | None,
                           error: str | None) -> None:
         self.put(ACCESS_POLICIES, key, policy)
         self.put(ACCESS_INVALID, key, error)
 
-    def put_effective(self, target: Target, effective: EffectivePolicy | None) -> None:
+    def put_effective(self: _Puts, target: Target, effective: EffectivePolicy | None) -> None:
         hash_key, field = location(target)
         family = EFFECTIVE if hash_key == keys.EFFECTIVE else EFFECTIVE_IN
         self.put(family, field, effective, key=hash_key)
 
-    def put_access_status(self, key: str, conditions: list[StatusCondition] | None) -> None:
+    def put_access_status(self: _Puts, key: str, conditions: list[StatusCondition] | None) -> None:
         self.put(ACCESS_STATUS, key, conditions)
 
-    def put_cluster_set_binding(self, namespace: str, name: str,
+    def put_cluster_set_binding(self: _Puts, namespace: str, name: str,
                                 cluster_set: str | None) -> None:
         self.put(BINDINGS, binding_field(namespace, name),
                  None if cluster_set is None else [namespace, name, cluster_set])
 
-    def put_excluded(self, key: str, previous: ExcludedAt | None,
+    def put_excluded(self: _Puts, key: str, previous: ExcludedAt | None,
                      new: ExcludedAt | None) -> None:
         if previous is not None and (new is None or new.target != previous.target):
             self.put(EXCLUDED_AT, key, None, key=excluded_key(previous.target))
