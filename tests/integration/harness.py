@@ -219,6 +219,11 @@ async def publish(system: System, kind: str, obj: dict[str, Any], *,
     raise TimeoutError("no events stream")
 
 
+async def publish_object(system: System, obj: dict[str, Any], *, deleted: bool = False) -> int:
+    """:func:`publish` under the object's own kind."""
+    return await publish(system, obj["kind"].lower(), obj, deleted=deleted)
+
+
 def _objects_in(directory: Path) -> int:
     """How many objects the manifest files under ``directory`` hold (``List`` items each)."""
     count = 0

@@ -30,7 +30,7 @@ from clearance_runtime.storage import changes, keys
 from clearance_runtime.storage.families import decode_policy
 from clearance_runtime.storage.inherit_store import decode_effective, location
 from tests.conftest import Servers
-from tests.integration.harness import System, cluster, group
+from tests.integration.harness import System, cluster, group, publish_object
 from tests.support.accesspolicies import access_policy, block, rule
 from tests.support.policies import policy
 
@@ -53,15 +53,6 @@ async def system(clean_servers: Servers, tmp_path: Path) -> AsyncIterator[System
     await sys_.close()
 
 
-async def publish(system: System, obj: dict[str, Any], *, deleted: bool = False) -> None:
-    assert system.nc is not None
-    kind = obj["kind"].lower()
-    token = msgspec.json.encode(obj["metadata"]).hex()[:40]
-    body = {"type": "DELETED" if deleted else "MODIFIED", "object": obj}
-    await system.nc.jetstream().publish(f"clearance.events.{kind}.{token}",
-                                        msgspec.json.encode(body))
-
-
 @pytest.fixture
 async def alice_on_east(system: System, clean_servers: Servers
                         ) -> AsyncIterator[tuple[aioredis.Redis, StateMirror]]:
@@ -69,8 +60,8 @@ async def alice_on_east(system: System, clean_servers: Servers
     mirror of it (not yet loaded), with its client."""
     redis = aioredis.Redis.from_url(clean_servers.redis_url)
     try:
-        await publish(system, cluster("east"))
-        await publish(system, policy("p", users=["alice"], default="all"))
+        await publish_object(system, cluster("east"))
+        await publish_object(system, policy("p", users=["alice"], default="all"))
         await system.settle()
         yield redis, StateMirror(redis)
     finally:
@@ -215,7 +206,7 @@ async def test_a_mirror_following_the_records_reads_what_the_store_holds(
         for _ in range(6):
             for _ in range(25):
                 obj = random_object(rng)
-                await publish(system, obj, deleted=rng.random() < 0.2)
+                await publish_object(system, obj, deleted=rng.random() < 0.2)
             await system.settle()
             await agree(redis, following, StateMirror(redis))
         # Followed, not reloaded: one load at the start, then catch-ups only.
@@ -231,10 +222,10 @@ async def test_a_mirror_reloads_when_it_cannot_follow(
     await agree(redis, mirror)
     assert mirror.loads == 1
     # Records trimmed past the mirror's checkpoint: it cannot know what changed.
-    await publish(system, group("sre", "alice"))
+    await publish_object(system, group("sre", "alice"))
     await system.settle()
     await redis.xtrim(keys.CHANGES, minid=f"{int(await redis.get(keys.REV) or 0) + 1}-0")
-    await publish(system, policy("q", groups=["sre"], default="all"))
+    await publish_object(system, policy("q", groups=["sre"], default="all"))
     await system.settle()
     await agree(redis, mirror)
     assert mirror.loads == 2
@@ -254,13 +245,13 @@ async def test_a_record_too_large_to_carry_its_values_makes_a_mirror_reload(
     redis, mirror = alice_on_east
     await agree(redis, mirror)
     monkeypatch.setattr(changes, "VALUES_MAX_BYTES", 400)
-    await publish(system, group("sre", "alice", *(f"member-{i}" for i in range(50))))
+    await publish_object(system, group("sre", "alice", *(f"member-{i}" for i in range(50))))
     await system.settle()
     await agree(redis, mirror)
     assert mirror.loads == 2
     assert mirror.snapshot(revision=0, username="member-7", email=None, groups=[],
                            clusters=None, namespaces=()).member_of == ["sre"]
-    await publish(system, group("dev", "bob"))
+    await publish_object(system, group("dev", "bob"))
     await system.settle()
     await agree(redis, mirror)
     assert mirror.loads == 2 and mirror.catch_ups >= 1
@@ -268,12 +259,12 @@ async def test_a_record_too_large_to_carry_its_values_makes_a_mirror_reload(
 
 async def test_checks_follow_a_change_at_once(system: System) -> None:
     """Through the decision service: the first check after a change sees it."""
-    await publish(system, cluster("east"))
-    await publish(system, policy("p", users=["alice"], default="all"))
+    await publish_object(system, cluster("east"))
+    await publish_object(system, policy("p", users=["alice"], default="all"))
     await system.settle()
     assert (await system.check("alice", "east"))["decision"] == "allow"
     for round_ in range(5):
-        await publish(system, policy("p", users=["alice"], default="all",
+        await publish_object(system, policy("p", users=["alice"], default="all",
                                      effect="Deny" if round_ % 2 == 0 else "Allow"))
         revision = await system.settle()
         reply = await system.check("alice", "east", min_revision=revision)

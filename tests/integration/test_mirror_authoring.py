@@ -40,7 +40,7 @@ from clearance_runtime.storage.inherit_store import (
     stored,
 )
 from tests.conftest import Servers
-from tests.integration.harness import System, cluster
+from tests.integration.harness import System, cluster, publish_object
 from tests.support.accesspolicies import CLUSTERSET_LABEL, access_policy, block, rule
 
 OCM = "cluster.open-cluster-management.io"
@@ -59,14 +59,6 @@ async def system(clean_servers: Servers) -> AsyncIterator[System]:
     await bus.ensure_stream(sys_.nc.jetstream())
     yield sys_
     await sys_.close()
-
-
-async def publish(system: System, obj: dict[str, Any], *, deleted: bool = False) -> None:
-    assert system.nc is not None
-    token = msgspec.json.encode(obj["metadata"]).hex()[:40]
-    body = {"type": "DELETED" if deleted else "MODIFIED", "object": obj}
-    await system.nc.jetstream().publish(f"clearance.events.{obj['kind'].lower()}.{token}",
-                                        msgspec.json.encode(body))
 
 
 def random_object(rng: random.Random) -> dict[str, Any]:
@@ -199,7 +191,7 @@ async def test_the_authoring_views_a_mirror_answers_are_the_stores(
     try:
         for _ in range(5):
             for _ in range(30):
-                await publish(system, random_object(rng), deleted=rng.random() < 0.15)
+                await publish_object(system, random_object(rng), deleted=rng.random() < 0.15)
             await system.settle()
             excluded += await agree(redis, following, StateMirror(redis))
         assert following.loads == 1 and following.catch_ups >= 4  # followed, not reloaded
@@ -213,15 +205,15 @@ async def test_a_simulation_index_is_rebuilt_only_when_what_it_holds_moves(
     redis = aioredis.Redis.from_url(clean_servers.redis_url)
     views = InheritReads(StateMirror(redis))
     try:
-        await publish(system, cluster("east"))
-        await publish(system, access_policy("a", namespace="clearance-system",
+        await publish_object(system, cluster("east"))
+        await publish_object(system, access_policy("a", namespace="clearance-system",
                                             rules={"r": rule(groups=["sre"])}))
         await system.settle()
         first = await views.simulation()
         assert await views.simulation() is first  # nothing moved: the same index
         assert [t.kind for t in first.index.reach("clearance-system/a")] == ["Fleet",
                                                                              "Cluster"]
-        await publish(system, cluster("west", **{CLUSTERSET_LABEL: "prod"}))
+        await publish_object(system, cluster("west", **{CLUSTERSET_LABEL: "prod"}))
         await system.settle()
         second = await views.simulation()
         assert second is not first  # the inventory moved
