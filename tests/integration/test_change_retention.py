@@ -16,8 +16,7 @@ from clearance_runtime.storage import changes, keys
 from clearance_runtime.storage.commits import Batch
 from clearance_runtime.storage.state import StateStore
 from tests.conftest import Servers
-from tests.integration.harness import System, cluster
-from tests.integration.test_mirror import publish
+from tests.integration.harness import System, cluster, publish_object
 from tests.support.policies import policy
 
 pytestmark = pytest.mark.integration
@@ -74,16 +73,16 @@ async def test_an_invalidator_behind_the_kept_records_drops_every_cached_answer(
         await system.start("compiler", "cache-invalidator", "decision")
         assert system.nc is not None
         await bus.ensure_stream(system.nc.jetstream())
-        await publish(system, cluster("east"))
-        await publish(system, policy("p", users=["alice"], default="all"))
+        await publish_object(system, cluster("east"))
+        await publish_object(system, policy("p", users=["alice"], default="all"))
         await system.settle()
         for _ in range(2):  # computed, then from the cache
             assert (await system.check("alice", "east"))["decision"] == "allow"
         await system.stop("cache-invalidator")
         monkeypatch.setattr(changes, "CHANGES_KEPT", 5)
-        await publish(system, policy("p", users=["alice"], default="all", effect="Deny"))
+        await publish_object(system, policy("p", users=["alice"], default="all", effect="Deny"))
         for n in range(300):
-            await publish(system, cluster(f"other-{n}"))
+            await publish_object(system, cluster(f"other-{n}"))
         last = await system.stream_last_seq()
         while int(await redis.get(keys.REV) or 0) < last:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
