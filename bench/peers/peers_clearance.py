@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import sys
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -14,7 +15,7 @@ import msgspec
 import nats
 import redis.asyncio as aioredis
 import run as bench_run  # bench/run.py: servers, processes, teardown
-from peer import BATCH, Peer, Served
+from peer import BATCH, Peer, Served, each
 
 from clearance_runtime.messaging import bus
 from clearance_runtime.storage import keys
@@ -77,8 +78,8 @@ class ClearancePeer(Peer):
         return data
 
     async def answers(self, pairs: Sequence[tuple[int, int]]) -> list[bool]:
-        replies = await asyncio.gather(*(
-            self._request("clearance.v1.check", body) for body in self.single(pairs)))
+        replies = await each(functools.partial(self._request, "clearance.v1.check"),
+                             self.single(pairs))
         return [bool(_decode(r)["allowed"]) for r in replies]
 
     def single(self, pairs: Sequence[tuple[int, int]]) -> list[bytes]:

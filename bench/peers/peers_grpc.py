@@ -31,7 +31,7 @@ from cerbos.engine.v1 import engine_pb2
 from cerbos.request.v1 import request_pb2
 from cerbos.svc.v1 import svc_pb2_grpc
 from google.protobuf import struct_pb2
-from peer import BATCH, Peer
+from peer import BATCH, Peer, each
 
 from clearance_runtime.process.servers import free_port
 
@@ -125,8 +125,7 @@ class CerbosPeer(Peer):
             resources=[self._entry(i) for i in clusters]) for u, clusters in groups]
 
     async def answers(self, pairs: Sequence[tuple[int, int]]) -> list[bool]:
-        replies = await asyncio.gather(*(self._stub.CheckResources(r)
-                                         for r in self.single(pairs)))
+        replies = await each(self._stub.CheckResources, self.single(pairs))
         return [r.results[0].actions["view"] == effect_pb2.EFFECT_ALLOW for r in replies]
 
     async def ask(self, request: Any) -> None:
@@ -185,8 +184,7 @@ class SpiceDBPeer(Peer):
             for u, clusters in groups]
 
     async def answers(self, pairs: Sequence[tuple[int, int]]) -> list[bool]:
-        replies = await asyncio.gather(*(self._stub.CheckPermission(r)
-                                         for r in self.single(pairs)))
+        replies = await each(self._stub.CheckPermission, self.single(pairs))
         return [r.permissionship == CheckPermissionResponse.PERMISSIONSHIP_HAS_PERMISSION
                 for r in replies]
 

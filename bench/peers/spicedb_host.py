@@ -7,6 +7,10 @@ other: a gRPC server whose CheckPermission and CheckBulkPermissions hand the req
 bytes to the library untouched and return its reply's bytes (no re-encoding here), on
 threads (the FFI call releases the GIL). Its CPU is the server CPU of SpiceDB's figures.
 
+Its Python server takes calls from gRPC's core one at a time; calls not yet taken wait in
+the core, which rejects new ones at random past 1,000 waiting (all past 3,000) and the
+client sees CANCELLED. So its clients keep a bounded number outstanding (``peer.each``).
+
     SPICEDB_LIBRARY_PATH=.../libspicedb.so python spicedb_host.py PORT
 """
 
