@@ -25,7 +25,9 @@ async def small(clean_servers: Servers, tmp_path: Path) -> AsyncIterator[tuple[S
     valkey.start()
     manifests = tmp_path / "manifests"
     manifests.mkdir()
-    system = System(clean_servers.nats_url, redis_url, manifests)
+    # Every answer stored: the flood below is a scan, whose answers would otherwise go
+    # unstored (clearance_decision.admission) and never reach the limit.
+    system = System(clean_servers.nats_url, redis_url, manifests, decision_scan_misses=0)
     system.write("inventory.yaml", cluster("prod-east"))
     system.write("policies.yaml", *[
         policy(f"p{i}", users=[f"user-{i}"], default="all") for i in range(50)],

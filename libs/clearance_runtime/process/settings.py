@@ -139,6 +139,11 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     # revision, build, invalidation epoch) has not moved; 0 keeps none
     # (services/decision/clearance_decision/recent.py).
     decision_recent_replies: _NonNegative = 16_384
+    #: Misses a second (per decision process, with under a fifth of its lookups hitting)
+    #: from which the cache is being scanned: an answer is then stored only when its
+    #: question comes back (services/decision/clearance_decision/admission.py); 0 stores
+    #: every answer.
+    decision_scan_misses: _NonNegative = 5_000
 
     # -- NATS clusters: JetStream's copies, its names, and the single-writer leases ------
     #: Copies JetStream keeps of the event stream, the services' consumers and the lease
@@ -317,6 +322,7 @@ ENV = {
     "manifest_max_bytes": "CLEARANCE_MANIFEST_MAX_BYTES",
     # Cached checks near the wire.
     "decision_recent_replies": "CLEARANCE_DECISION_RECENT_REPLIES",
+    "decision_scan_misses": "CLEARANCE_DECISION_SCAN_MISSES",
     # NATS clusters.
     "jetstream_replicas": "CLEARANCE_JETSTREAM_REPLICAS",
     "stream_name": "CLEARANCE_STREAM_NAME",

@@ -35,6 +35,7 @@ from clearance_api.wire import (
     SUBJECT_STATUS,
     SUBJECT_WHO_CAN_SEE,
 )
+from clearance_decision.admission import Admission
 from clearance_decision.audience import Audience, validate_who_can_see
 from clearance_decision.checks import Checks, validate_batch
 from clearance_decision.decider import Decider
@@ -66,7 +67,8 @@ class DecisionService:
         #: process's reads even before it has answered anything (:mod:`.highwater`).
         self._checkpoints = Checkpoints(nc.jetstream())
         budget = settings.namespace_target_budget
-        decider = Decider(self._reads, self._cache, budget=budget)
+        decider = Decider(self._reads, self._cache, budget=budget,
+                          admission=Admission(settings.decision_scan_misses))
         self._checks = Checks(decider, self._cache, self._reads,
                               recent=settings.decision_recent_replies)
         audience = Audience(self._reads, decider)

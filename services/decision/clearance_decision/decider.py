@@ -37,6 +37,7 @@ from clearance_core.kube.resources import (
 )
 from clearance_core.monitor.decide import Decision
 from clearance_core.questions import answers, placement, unknown_names
+from clearance_decision.admission import Admission
 from clearance_decision.entries import (
     pack,
     pack_batch,
@@ -93,9 +94,11 @@ def result_of(decision: Decision) -> CheckResult:
 
 class Decider:
     def __init__(self, reads: Reads, cache: DecisionCache, *,
-                 budget: int = DEFAULT_BUDGET) -> None:
+                 budget: int = DEFAULT_BUDGET, admission: Admission | None = None) -> None:
         self._reads = reads
         self._cache = cache
+        #: Which answers are stored while the cache is being scanned (:mod:`.admission`).
+        self.admission = admission if admission is not None else Admission(0)
         #: (question, Namespace target) pairs one request may weigh.
         self._budget = budget
 
@@ -117,6 +120,7 @@ class Decider:
         """Count cache hits answered, by decision (once per batch: a labelled counter's
         increment per check was a visible part of a hit)."""
         hits = sum(decided.values())
+        self.admission.counted(hits, 0)
         if hits:
             self._cache.hits += hits
             metrics.BOUND.cache_hit.inc(hits)
@@ -161,6 +165,7 @@ class Decider:
         hits = sum(r is not None for r in results)
         self._cache.hits += hits
         self._cache.misses += len(checks) - hits
+        self.admission.counted(hits, len(checks) - hits)
         metrics.BOUND.cache_hit.inc(hits)
         metrics.BOUND.cache_miss.inc(len(checks) - hits)
         missing = [i for i, r in enumerate(results) if r is None]
@@ -203,12 +208,16 @@ class Decider:
         within_budget(sum(answers.check_cost(snapshot, checks[i].resource, clusters[i])
                           for i in missing), self._budget)
         entries: list[Entry] = []
+        admit = self.admission.admit
+        # A whole batch is stored (or not) as its one entry.
+        stored = whole is None or admit(whole)
         for i in missing:
+            key = entry_key(digests[i])
             # Validity is measured from when the evaluation started (before the read).
             results[i] = self._result(
                 snapshot, identity, checks[i], pkey=pkey, cluster=clusters[i],
-                key=entry_key(digests[i]), now=started,
-                entries=entries,
+                key=key, now=started,
+                entries=entries if stored and (whole is not None or admit(key)) else None,
                 trace_key=trace_key(digests[i]) if explain else None,
                 packed=whole is None)
         if whole is not None and entries:
@@ -231,6 +240,7 @@ class Decider:
         entries: list[Entry] = []
         state = ""
         decided: Counter[str] = Counter()
+        admit = self.admission.admit
         for principal, check, key, pkey in asked:
             try:
                 cluster, namespace = place_of(check.resource)
@@ -243,7 +253,7 @@ class Decider:
                               self._budget)
                 result = self._result(
                     snapshot, identity, check, pkey=pkey, cluster=cluster,
-                    now=started, entries=entries, key=key,
+                    now=started, entries=entries if admit(key) else None, key=key,
                     trace_key=None)
             except Exception as exc:
                 out.append(exc)
@@ -255,6 +265,7 @@ class Decider:
         # part of a miss.
         answered = sum(decided.values())
         self._cache.misses += answered
+        self.admission.counted(0, answered)
         if answered:
             metrics.BOUND.cache_miss.inc(answered)
         for decision, count in decided.items():
@@ -264,12 +275,13 @@ class Decider:
 
     def _result(self, snapshot: Snapshot, identity: Identity, check: BatchItem, *,
                 pkey: str, cluster: str, key: str, now: float,
-                entries: list[Entry], trace_key: str | None,
+                entries: list[Entry] | None, trace_key: str | None,
                 warn: bool = True, packed: bool = True) -> CheckResult:
         """One check decided from a snapshot, with its warnings (``warn``); its cache
         entry (and its explanation's, under ``trace_key`` if given) appended to
         ``entries`` — without its blob unless ``packed`` (a whole batch's entry takes
-        only the index sets and validity of its answers')."""
+        only the index sets and validity of its answers'); None: not stored
+        (:mod:`.admission`)."""
         decision = answers.check(snapshot, identity, check.action, check.resource,
                                  cluster=cluster, now=now, explain=trace_key is not None)
         result = result_of(decision)
@@ -278,7 +290,7 @@ class Decider:
             inventory=snapshot.inventory) if warn else unknown_names.Warnings()
         if warned.names or warned.subject is not None:
             result.warnings = warned.all()
-        if self._cache.ttl_ms > 0:
+        if entries is not None and self._cache.ttl_ms > 0:
             outcome = decision.outcome
             # Warnings are cached with the answer, and leave with it (docs/api/README.md: Warnings):
             # one about a cluster or a type joins the index every change of the
