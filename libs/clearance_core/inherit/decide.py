@@ -118,7 +118,28 @@ def _subjects(rules: Mapping[str, EffectiveRule]) -> _Subjects:
 def matching_names(rules: Mapping[str, EffectiveRule], identity: Identity) -> set[str]:
     """The names of the rules whose subjects match (:func:`subjects_match`), found by
     subject rather than by asking every rule: a target on a long path holds about 30
-    rules, and every uncached check reads one or more targets' (docs/performance.md)."""
+    rules, and every uncached check reads one or more targets' (docs/performance.md).
+    The set returned is read, never changed: the last one is kept, because a check asks
+    for the same rules and principal twice in a row (its decision, then its warnings)."""
+    last = _last
+    if last[0] is rules and last[1] is identity:
+        return last[2]
+    names = _matching_names(rules, identity)
+    _set_last((rules, identity, names))
+    return names
+
+
+#: (rules, identity, names) of the last :func:`matching_names`; replaced whole (one
+#: assignment, so a reader in another thread sees one call's three or another's).
+_last: tuple[object, object, set[str]] = (None, None, set())
+
+
+def _set_last(value: tuple[object, object, set[str]]) -> None:
+    global _last  # noqa: PLW0603 - a one-entry memo, swapped atomically
+    _last = value
+
+
+def _matching_names(rules: Mapping[str, EffectiveRule], identity: Identity) -> set[str]:
     if len(rules) < _SCAN_BELOW:
         return {name for name, found in rules.items() if subjects_match(found.rule, identity)}
     index = _subjects(rules)
@@ -165,16 +186,25 @@ class _Verdict:
     the rules come from, the permissions of the matching rules and the trace steps."""
 
     def __init__(self, monitor: Decision, where: str,
-                 declared: frozenset[str] | None) -> None:
+                 declared: frozenset[str] | None, *, explain: bool = True) -> None:
         self.monitor = monitor
         self.where = where
         self.declared = declared
+        self.explain = explain
         self.permissions: tuple[Action, ...] = ()
         self.steps: list[TraceStep] = []
 
+    def note(self, name: str, found: EffectiveRule, outcome: StepOutcome,
+             reason: str) -> None:
+        """A trace step, when explaining (an unexplained answer's steps were built
+        only to be dropped: a visible part of an uncached check)."""
+        if self.explain:
+            self.steps.append(_step(name, found, outcome, reason))
+
     def made(self, decision: DecisionKind, reason: str, policy: str | None,
              filters: dict[str, Any] | None = None) -> Decision:
-        trace = [*self.monitor.outcome.trace, *self.steps]
+        trace = [*self.monitor.outcome.trace, *self.steps] if self.steps \
+            else self.monitor.outcome.trace
         outcome = msgspec.structs.replace(
             self.monitor.outcome, decision=decision, reason=reason, policy=policy,
             permissions=self.permissions, trace=trace,
@@ -197,7 +227,7 @@ class _Verdict:
             self.monitor, outcome=msgspec.structs.replace(outcome, trace=trace))
 
     def allow(self, name: str, found: EffectiveRule) -> Decision:
-        self.steps.append(_step(name, found, "decided", "allow"))
+        self.note(name, found, "decided", "allow")
         return self.made("allow", f"allowed by AccessPolicy rule {name} of {found.source}"
                                   f"{self.where}", found.source)
 
@@ -222,27 +252,30 @@ class _Verdict:
         if len(partial) > 1:
             others = ", ".join(n for n, _, _ in partial)
             reason += f" (an item shows if any of {others} shows it)"
-        self.steps.append(_step(name, found, "decided", "partial"))
+        self.note(name, found, "decided", "partial")
         return self.made("partial", reason, found.source, reply_filters(view, kind))
 
 
 def decide_with_inherited(rules: Mapping[str, EffectiveRule], identity: Identity, *,
                           action: str, resource: Resource, monitor: Decision,
                           target: Target | None = None,
-                          declared: frozenset[str] | None = None) -> Decision:
+                          declared: frozenset[str] | None = None,
+                          explain: bool = True) -> Decision:
     """The decision once the effective rules of the resource's target are known.
 
     ``rules``: the effective policy's rules (empty when there is none); ``monitor``: the
     MonitorAccessPolicy decision for the same request; ``target``: for the reasons only;
-    ``declared``: the custom types some MetricSource declares (see :func:`access_view`).
+    ``declared``: the custom types some MetricSource declares (see :func:`access_view`);
+    ``explain``: with the trace steps of the rules.
     """
-    verdict = _Verdict(monitor, f" at {target}" if target is not None else "", declared)
+    verdict = _Verdict(monitor, f" at {target}" if target is not None else "", declared,
+                       explain=explain)
     where = verdict.where
     matched = matching(rules, identity)
     for name, found in matched:
         if found.rule.effect == "Deny":
             verdict.overrule_monitor()
-            verdict.steps.append(_step(name, found, "decided", f"deny everything{where}"))
+            verdict.note(name, found, "decided", f"deny everything{where}")
             return verdict.made("deny", f"denied by AccessPolicy rule {name} of "
                                         f"{found.source}{where}", found.source)
     if monitor.outcome.order is not None:
@@ -250,7 +283,8 @@ def decide_with_inherited(rules: Mapping[str, EffectiveRule], identity: Identity
     if not matched:
         return monitor  # no policy of either kind: deny
     verdict.permissions = permissions_of(matched)
-    verdict.steps = [_step(n, r, "matched", "subjects match") for n, r in matched]
+    if explain:
+        verdict.steps = [_step(n, r, "matched", "subjects match") for n, r in matched]
     granting = [(n, r) for n, r in matched if action in r.rule.permissions]
     if not granting:
         return verdict.made("deny", f"AccessPolicy rules{where} do not grant {action}",

@@ -97,7 +97,7 @@ def at_target(state: State, identity: Identity, action: str, resource: Resource,
     if rules:
         decision = decide_with_inherited(
             rules, identity, action=action, resource=resource, monitor=decision,
-            target=target, declared=state.declared)
+            target=target, declared=state.declared, explain=explain)
     return decision
 
 
