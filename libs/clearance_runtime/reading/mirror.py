@@ -79,6 +79,9 @@ class StateMirror:
         #: Moves with every change applied (and every reload): a matcher from an older
         #: state computes instead (a memo newer than its snapshot must not answer it).
         self._generation = 0
+        #: ((generation, checkpoint, build), compiled revision, matcher): what every
+        #: snapshot of one state shares, made once for it.
+        self._shared: tuple[tuple[int, str | None, bytes | None], str, Matcher] | None = None
         self._reset()
         #: Catch-ups and whole loads so far (tests and metrics read them).
         self.catch_ups = 0
@@ -407,8 +410,13 @@ class StateMirror:
         policies = [self.policies[key] for key in found]
         wanted = list(self.labels) if clusters is None else clusters
         labels = {c: self.labels[c] for c in wanted if c in self.labels}
+        state = (self._generation, self.rev, self.built)
+        shared = self._shared
+        if shared is None or shared[0] != state:
+            shared = self._shared = (state, f"{self.rev}@{text(self.built or b'')}",
+                                     self._matcher())
         snapshot = Snapshot(
-            compiled_revision=f"{self.rev}@{text(self.built or b'')}",
+            compiled_revision=shared[1],
             revision=revision,
             member_of=member,
             policies=policies,
@@ -417,7 +425,7 @@ class StateMirror:
             declared=self.declared(),
             # The names a suggestion is made from, only when one is needed.
             inventory=self.inventory() if len(labels) < len(wanted) else None,
-            match=self._matcher(),
+            match=shared[2],
         )
         if self.inherited.hash(keys.ACCESS_POLICIES):  # any AccessPolicy at all
             self._inherited(snapshot, wanted, namespaces)
