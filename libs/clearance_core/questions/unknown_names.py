@@ -137,14 +137,18 @@ class Warnings(NamedTuple):
 
 
 def check_warnings(state: State, identity: Identity, resource: Resource, cluster: str, *,
-                   known: Collection[str], inventory: Sequence[str] | None) -> Warnings:
+                   known: Collection[str], inventory: Sequence[str] | None,
+                   decided_by: str | None = None) -> Warnings:
     """The warnings of one check (``cluster`` from ``place_of``), in the order cluster,
-    type, subject; ``known`` and ``inventory`` as :func:`cluster_warning` takes them."""
+    type, subject; ``known`` and ``inventory`` as :func:`cluster_warning` takes them.
+    ``decided_by``: the policy that decided the answer, if one did — it named the
+    principal (a MonitorAccessPolicy's subjects or an AccessPolicy rule's matched), so
+    there is no subject warning to look for."""
     names = (cluster_warning(cluster, known, inventory),
              type_warning(resource.type, state.declared))
-    return Warnings(tuple(name for name in names if name is not None),
-                    subject_warning(identity, state.policies,
-                                    question_rules(state, resource, cluster)))
+    subject = None if decided_by is not None else subject_warning(
+        identity, state.policies, question_rules(state, resource, cluster))
+    return Warnings(tuple(name for name in names if name is not None), subject)
 
 
 def clusters_rules(state: State, clusters: Iterable[str]

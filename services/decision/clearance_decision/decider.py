@@ -287,7 +287,8 @@ class Decider:
         result = result_of(decision)
         warned = unknown_names.check_warnings(
             snapshot, identity, check.resource, cluster, known=snapshot.known_clusters,
-            inventory=snapshot.inventory) if warn else unknown_names.Warnings()
+            inventory=snapshot.inventory, decided_by=decision.policy) \
+            if warn else unknown_names.Warnings()
         if warned.names or warned.subject is not None:
             result.warnings = warned.all()
         if entries is not None and self._cache.ttl_ms > 0:
