@@ -227,8 +227,17 @@ class Responder:
             metrics.BOUND.decision(subject, "internal").inc(len(batch))
         metrics.observe_many(metrics.BOUND.latency(subject), time.perf_counter() - started,
                              len(batch))
+        # The common case published directly: a coroutine frame per reply through
+        # ``_send`` was a visible part of a cached check (the echo has none).
+        publish, limit = self._nc.publish, self._nc.max_payload
         for msg, reply in zip(batch, replies, strict=True):
-            await self._send(subject, msg, reply)
+            if msg.reply and len(reply) <= limit:
+                try:
+                    await publish(msg.reply, reply)
+                except Exception as exc:
+                    log.warning("reply_failed", subject=subject, error=str(exc))
+            else:
+                await self._send(subject, msg, reply)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
