@@ -24,7 +24,6 @@ import hiredis
 import redis.asyncio as aioredis
 from redis.asyncio.connection import AbstractConnection
 
-
 #: A last argument of at least this many bytes travels as its own chunk (see above; up
 #: to ~10 kB hiredis packs at over 10 GB/s).
 LARGE = 16 << 10
