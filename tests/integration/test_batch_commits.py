@@ -141,10 +141,14 @@ async def test_a_block_that_raises_leaves_nothing_in_the_batch(
     with contextlib.suppress(RuntimeError), batch.event(2) as tx:
         tx.put_cluster("half", {})
         raise RuntimeError("a fold failing half way")
-    assert (len(batch), batch.last) == (1, 1)
+    # Events record into the batch's own lists: the next one follows the first whole.
+    with batch.event(3) as tx:
+        tx.put_cluster("b", {})
+    assert (len(batch), batch.last) == (2, 3)
     await store.commit(batch)
-    assert await redis.hkeys(keys.CLUSTERS) == [b"a"]
-    assert int(await redis.get(keys.REV) or 0) == 1
+    assert sorted(await redis.hkeys(keys.CLUSTERS)) == [b"a", b"b"]
+    assert int(await redis.get(keys.REV) or 0) == 3
+    assert [entry_id for entry_id, _ in await redis.xrange(keys.CHANGES)] == [b"1-0", b"3-0"]
 
 
 # -- a compiler stopped mid-batch ---------------------------------------------------------

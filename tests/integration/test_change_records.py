@@ -8,10 +8,15 @@ from typing import Any
 
 import msgspec
 import pytest
+import redis.asyncio as aioredis
 from prometheus_client import REGISTRY
 
+from clearance_runtime.messaging import bus
+from clearance_runtime.storage import keys
+from clearance_runtime.storage.changes import ChangeRecord
+from clearance_runtime.storage.state import StateStore
 from tests.conftest import Servers
-from tests.integration.harness import System, cluster, group
+from tests.integration.harness import System, cluster, group, publish_object
 from tests.support.policies import policy
 from tests.support.waiting import until
 
@@ -140,3 +145,41 @@ async def test_invalidations_and_event_to_effect_are_measured_by_kind(system: Sy
     await system.settle()
     assert samples("clearance_event_to_effect_seconds", "monitoraccesspolicy") > before
     assert samples("clearance_cache_invalidated", "monitoraccesspolicy") >= removed + 1
+
+
+async def test_a_build_invalidates_a_named_group_without_listing_its_members(
+        clean_servers: Servers) -> None:
+    """While a build folds the events the stream held when it began, no decision is
+    answered, so nothing is cached: a policy naming a group invalidates the group, and
+    its members are not listed one by one (what a rebuild of a fleet paid for). Once the
+    build is over they are, and answers are right either way. The build here is one a
+    compiler left half way (its marker set, nothing folded), as a restart finds it."""
+    sys_ = System(clean_servers.nats_url, clean_servers.redis_url, None)
+    r = aioredis.from_url(clean_servers.redis_url)
+    try:
+        await sys_.start("decision")
+        assert sys_.nc is not None
+        await bus.ensure_stream(sys_.nc.jetstream())
+        await publish_object(sys_, cluster("prod-east"))
+        await publish_object(sys_, group("ops", "alice", "bob"))
+        built = await publish_object(sys_, policy("ops", groups=["ops"], default="all"))
+        await StateStore(r).wipe(built)
+        await sys_.start("compiler", "cache-invalidator")
+        await sys_.settle()
+        assert (await sys_.check("alice", "prod-east"))["decision"] == "allow"
+        during = await record(r, built)
+        assert (during.invalidate.groups, during.invalidate.users) == ({"ops"}, set())
+        after = await publish_object(sys_, policy("ops-deny", groups=["ops"], default="all",
+                                                  effect="Deny", priority=0))
+        await sys_.settle()
+        assert (await record(r, after)).invalidate.users == {"alice", "bob"}
+        reply = await sys_.check("bob", "prod-east", min_revision=after)
+        assert (reply["decision"], reply["cached"]) == ("deny", False)
+    finally:
+        await r.aclose()
+        await sys_.close()
+
+
+async def record(r: aioredis.Redis, revision: int) -> ChangeRecord:
+    [(_, fields)] = await r.xrange(keys.CHANGES, f"{revision}-0", f"{revision}-0")
+    return msgspec.json.decode(fields[b"r"], type=ChangeRecord)

@@ -43,10 +43,12 @@ def test_a_sealed_record_names_the_sorted_scopes_and_the_mirrored_fields_written
             tx._pipe.hdel(key, field)
         else:
             tx._pipe.sadd(key, field)
-    *commands, xadd = tx.seal(kind="group", published_ms=12)
-    assert len(commands) == len(writes)
-    assert xadd[:3] == ("XADD", keys.CHANGES, "7-0")
-    fields = dict(zip(xadd[3::2], xadd[4::2], strict=True))
+    tx.seal(kind="group", published_ms=12)
+    *written, changes_key = tx.keys
+    *commands, xadd = tx.commands
+    assert written == [key for _, key, _ in writes] and len(commands) == len(writes)
+    assert changes_key == keys.CHANGES and xadd[:2] == ("XADD", "7-0")
+    fields = dict(zip(xadd[2::2], xadd[3::2], strict=True))
     # Sorted as written (a record reads the same whatever order the sets hold).
     assert sets_sorted(msgspec.json.decode(fields["r"]))
     record = msgspec.json.decode(fields["r"], type=ChangeRecord)
@@ -85,4 +87,6 @@ def test_a_record_too_large_to_carry_its_values_says_so_by_leaving_them_out(
     small, large = Transaction(1), Transaction(2)
     small.put_cluster("east", {"env": "prod"})
     large.put_cluster("east", {"env": "x" * 100})
-    assert "v" in small.seal()[-1] and "v" not in large.seal()[-1]
+    small.seal()
+    large.seal()
+    assert "v" in small.commands[-1] and "v" not in large.commands[-1]

@@ -128,16 +128,21 @@ class Model:
                    obj: bytes | None) -> None:
         old = self.policies.pop(key, None)
         self.policy_objects.pop(key, None)
+        # Counted one by one: Counter.update and .subtract (Python, with their checks)
+        # were a visible part of folding a fleet of policies naming a group or two each.
+        by_group = self._by_group
         if old is not None:
             for type_name in old.custom_types:
                 self._by_type[type_name].discard(key)
-            self._by_group.subtract(old.groups)
+            for group in old.groups:
+                by_group[group] -= 1
             self._by_labels.discard(key)
         if policy is not None:
             self.policies[key] = policy
             for type_name in policy.custom_types:
                 self._by_type[type_name].add(key)
-            self._by_group.update(policy.groups)
+            for group in policy.groups:
+                by_group[group] += 1
             if any(rule.selector.labels for rule in policy.rules):
                 self._by_labels.add(key)
             if obj is not None:

@@ -96,36 +96,45 @@ def word(value: Any) -> Any:
 
 
 class _Recorder:
-    """The write commands of one event, in order (the subset Transaction uses), their
-    words ready for the commit script (:func:`word`; keys, fields and members are
-    text)."""
+    """The write commands of one event, in order (the subset Transaction uses), as the
+    commit script takes them: the key of each in ``keys`` (its KEYS) and the command
+    without it in ``commands`` (its packed argument), their words ready for it
+    (:func:`word`; keys, fields and members are text). A batch's event appends straight
+    to the batch's two lists (:mod:`.commits`): copying each command again without its
+    key, and the lists, was a visible part of folding a backlog."""
 
-    def __init__(self) -> None:
-        self.commands: list[tuple[Any, ...]] = []
+    def __init__(self, keys: list[str], commands: list[tuple[Any, ...]]) -> None:
+        self.keys = keys
+        self.commands = commands
         #: (hash, field) -> the new value (None: deleted) of every mirrored field
         #: written, the last write's, in the order first written: the change record's
         #: ``v`` field, which a mirror applies to follow the change.
         self.mirrored: dict[tuple[str, str], Any] = {}
 
     def set(self, key: str, value: Any) -> None:
-        self.commands.append(("SET", key, word(value)))
+        self.keys.append(key)
+        self.commands.append(("SET", word(value)))
 
     def hset(self, key: str, field: str, value: Any) -> None:
-        self.commands.append(("HSET", key, field, word(value)))
+        self.keys.append(key)
+        self.commands.append(("HSET", field, word(value)))
         family = families.mirrored_as(key)
         if family is not None:
             self.mirrored[key, field] = b"" if family.presence_only else value
 
     def hdel(self, key: str, field: str) -> None:
-        self.commands.append(("HDEL", key, field))
+        self.keys.append(key)
+        self.commands.append(("HDEL", field))
         if families.mirrored_as(key) is not None:
             self.mirrored[key, field] = None
 
     def sadd(self, key: str, member: str) -> None:
-        self.commands.append(("SADD", key, member))
+        self.keys.append(key)
+        self.commands.append(("SADD", member))
 
     def srem(self, key: str, member: str) -> None:
-        self.commands.append(("SREM", key, member))
+        self.keys.append(key)
+        self.commands.append(("SREM", member))
 
 
 class Transaction(InheritWrites):
@@ -133,31 +142,41 @@ class Transaction(InheritWrites):
 
     _pipe: _Recorder
 
-    def __init__(self, seq: int) -> None:
-        self._pipe = _Recorder()
+    def __init__(self, seq: int, keys: list[str] | None = None,
+                 commands: list[tuple[Any, ...]] | None = None) -> None:
+        """``keys`` and ``commands``: the lists to record into (a batch's: see
+        :class:`_Recorder`); new ones if not given."""
+        self._pipe = _Recorder([] if keys is None else keys,
+                               [] if commands is None else commands)
         self.seq = seq
         self.announce = Affected()
         self.invalidate = Affected()
 
     @property
+    def keys(self) -> list[str]:
+        """The key of each command recorded, in order."""
+        return self._pipe.keys
+
+    @property
     def commands(self) -> list[tuple[Any, ...]]:
+        """Each command recorded, without its key (``keys``), in order."""
         return self._pipe.commands
 
-    def seal(self, *, kind: str = "", published_ms: int | None = None) -> list[tuple[Any, ...]]:
-        """The event's commands, its change record appended (with the new values of the
-        mirrored fields they write, unless over :data:`VALUES_MAX_BYTES`): everything to
-        commit for it but the checkpoint."""
+    def seal(self, *, kind: str = "", published_ms: int | None = None) -> None:
+        """Record the event's change record after its commands (with the new values of
+        the mirrored fields they write, unless over :data:`VALUES_MAX_BYTES`): then they
+        are everything to commit for it but the checkpoint."""
         record = ChangeRecord(revision=self.seq, invalidate=self.invalidate,
                               announce=self.announce, kind=kind, published_ms=published_ms)
-        commands = self._pipe.commands
         # The writer bounds the stream: records older than CHANGES_KEPT revisions go
         # (approximately, whole nodes at a time). A reader further behind finds them
         # trimmed (the stream's max-deleted-entry-id passed its revision) and reloads
         # (a mirror) or drops every cached answer (the invalidator).
         trim = ("MINID", "~", str(self.seq - CHANGES_KEPT)) if self.seq > CHANGES_KEPT else ()
-        commands.append(("XADD", keys.CHANGES, *trim, f"{self.seq}-0", "r",
-                         _record_json(record).decode(), *_values(self._pipe.mirrored)))
-        return commands
+        self._pipe.keys.append(keys.CHANGES)
+        self._pipe.commands.append(("XADD", *trim, f"{self.seq}-0", "r",
+                                    _record_json(record).decode(),
+                                    *_values(self._pipe.mirrored)))
 
     def put(self, family: Family, field: str, value: Any, *, key: str | None = None) -> None:
         """One field of a family (``value`` None: deleted), encoded as it declares; a

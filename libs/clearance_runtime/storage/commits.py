@@ -44,7 +44,8 @@ class Batch:
     """The sealed writes of consecutive events, to commit together."""
 
     def __init__(self) -> None:
-        #: The key of each command, and each command without its key, in order.
+        #: The key of each command, and each command without its key, in order: each
+        #: event's transaction records into them (``changes._Recorder``).
         self._keys: list[str] = []
         self._commands: list[tuple[Any, ...]] = []
         #: The sequence of the last event added (None: empty).
@@ -59,16 +60,18 @@ class Batch:
         """One event's transaction (``with batch.event(...) as tx``); its writes and
         change record join the batch when the block ends normally, and nothing of it
         does if the block raises."""
-        return _EventScope(self, Transaction(seq), kind, published_ms)
+        return _EventScope(self, Transaction(seq, self._keys, self._commands), kind,
+                           published_ms)
 
     def _add(self, tx: Transaction, kind: str, published_ms: int | None) -> None:
-        commands = tx.seal(kind=kind, published_ms=published_ms)
-        # Every recorded command is (name, key, words...): the script takes the keys in
-        # KEYS (what a Sentinel or Cluster deployment needs) and the rest as one argument.
-        self._keys += [command[1] for command in commands]
-        self._commands += [(command[0], *command[2:]) for command in commands]
+        tx.seal(kind=kind, published_ms=published_ms)
         self.last = tx.seq
         self.events += 1
+
+    def _drop_since(self, recorded: int) -> None:
+        """Forget the commands recorded since the batch held ``recorded`` of them."""
+        del self._keys[recorded:]
+        del self._commands[recorded:]
 
     def script_input(self) -> tuple[list[str], bytes]:
         """The commit script's KEYS (``clr:rev`` first, then the key of each command in
@@ -81,13 +84,16 @@ class Batch:
 
 class _EventScope:
     """The ``with`` block of one event (a plain class: ``contextlib.contextmanager``'s
-    generator cost more per event than the rest of folding a small object)."""
+    generator cost more per event than the rest of folding a small object). Its
+    transaction records into the batch's lists, and what it recorded goes again if the
+    block raises."""
 
-    __slots__ = ("_batch", "_kind", "_published_ms", "_tx")
+    __slots__ = ("_batch", "_kind", "_published_ms", "_recorded", "_tx")
 
     def __init__(self, batch: Batch, tx: Transaction, kind: str,
                  published_ms: int | None) -> None:
         self._batch, self._tx, self._kind, self._published_ms = batch, tx, kind, published_ms
+        self._recorded = len(batch._keys)
 
     def __enter__(self) -> Transaction:
         return self._tx
@@ -95,6 +101,8 @@ class _EventScope:
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         if kind is None:
             self._batch._add(self._tx, self._kind, self._published_ms)
+        else:
+            self._batch._drop_since(self._recorded)
 
 
 class Committer:

@@ -100,6 +100,7 @@ class Compiler:
         await bus.ensure_stream(self._control, self._topology)
         checkpoint = await self._resume_from()
         self._epoch = await self._store.epoch()
+        self._folder.building_until = _build_target(self._epoch)
         await self._note_behind(checkpoint)
         self._position = checkpoint
         self._store.expect(checkpoint)
@@ -256,3 +257,13 @@ class Compiler:
         found = await self._folder.census(time.time())
         metrics.set_policies(found)
         await health.publish_census(self._r, found)
+
+
+def _build_target(epoch: bytes | None) -> int:
+    """The sequence a build (begun by this start, or by a compiler stopped before it
+    ended) folds to while no decision is answered: ``clr:built``'s target; 0 (none)
+    when the marker is gone or unreadable."""
+    try:
+        return health.build_target(epoch) if epoch is not None else 0
+    except ValueError:
+        return 0

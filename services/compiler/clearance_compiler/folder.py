@@ -113,6 +113,12 @@ class Folder:
         self._yielded = time.monotonic()
         #: The sequence of the last event committed (None: none yet in this run).
         self.committed: int | None = None
+        #: The events up to this sequence are folded by a build from the first event
+        #: that has not reached it yet (``clr:built``'s target, set by the compiler): no
+        #: decision is answered until the system revision passes it
+        #: (``health.rebuilding``), so nothing is cached that their invalidation could
+        #: miss, and it is not widened to the named groups' members (``_reach``).
+        self.building_until = 0
 
     def reset(self) -> None:
         """Forget the in-memory model (reloaded from the store on the next event), any
@@ -298,8 +304,17 @@ class Folder:
                 # advance the revision.
                 return FoldResult("ignored")
             result = _fold_one(spec, spec.fold, model, tx, event)
-            reach_members(model, tx)
+            self._reach(event, model, tx)
             return result
+
+    def _reach(self, event: FoldEvent, model: Model, tx: Writes) -> None:
+        """Widen the event's invalidation to the members of the groups it names
+        (``reach_members``) — unless a build folds it: then no entry is cached that the
+        widening could reach (``building_until``). A fleet's policies each naming a
+        group of twenty spent ~5% of a rebuild's CPU widening, sorting and writing
+        those names, and the invalidator reading them, for nothing."""
+        if event.seq > self.building_until:
+            reach_members(model, tx)
 
     async def _fold_alone(self, message: _Message) -> None:
         """Fold one message and commit it on its own: a store failure that is not an
@@ -341,7 +356,7 @@ class Folder:
 
             # As in fold(): an inherited kind's fold runs off the event loop.
             result = await asyncio.to_thread(fold) if _off_loop(event, model) else fold()
-            reach_members(model, tx)
+            self._reach(event, model, tx)
             return result
 
     async def _object_failed(self, event: FoldEvent, exc: Exception) -> FoldResult:

@@ -58,7 +58,8 @@ Fold = Callable[[Model, Writes, FoldEvent], FoldResult]
 def reach_members(model: Model, tx: Writes) -> None:
     """Widen the cached checks a change removes to the current members of every group it
     names (by username or email, as the Group lists them); the compiler calls this after
-    every fold.
+    every fold but those of a build's events (no decision is answered, so nothing is
+    cached, until the build has reached its target).
 
     A cached check is indexed under the groups its principal had when it was computed,
     and a Group's membership change invalidates nothing while no policy or rule names

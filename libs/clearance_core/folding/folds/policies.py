@@ -12,14 +12,15 @@ from clearance_core.monitor.policy import CompiledPolicy, invalid_policy
 
 
 def fold(model: Model, tx: Writes, event: FoldEvent) -> FoldResult:
-    previous = model.policies.get(event.key)
+    key = event.key  # made anew at each reading
+    previous = model.policies.get(key)
     policy, affected = fold_policy(event.type, event.obj, previous, model.type_sources)
     obj = None if policy is None else objects.to_json(event.obj)
-    tx.put_policy(event.key, previous, policy, obj)
+    tx.put_policy(key, previous, policy, obj)
     tx.announce, tx.invalidate = affected, affected.copy()
     if event.precise:
         tx.invalidate.narrow = narrowing.policy_change(model.clusters, previous, policy)
-    model.set_policy(event.key, policy, obj)
+    model.set_policy(key, policy, obj)
     outcome = "deleted" if policy is None else ("compiled" if policy.valid else "invalid")
     return FoldResult(outcome, [(event.ref, report(policy, model, event))])
 
