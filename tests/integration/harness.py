@@ -19,12 +19,14 @@ from typing import Any
 import msgspec
 import nats
 import nats.js.errors
+import redis.asyncio as aioredis
 import yaml
 from nats.aio.client import Client
 
 from clearance_api import inboxes, nats_urls
 from clearance_cli.services import run_service
 from clearance_runtime.process.settings import Settings
+from clearance_runtime.storage import keys
 
 
 class System:
@@ -91,6 +93,14 @@ class System:
 
     async def status(self) -> dict[str, Any]:
         return await self.request("clearance.v1.status", {})
+
+    async def cache_entries(self) -> int:
+        """Live decision-cache entries, as the store lists them."""
+        r = aioredis.from_url(self.settings.redis_url)
+        try:
+            return int(await r.zcard(keys.CACHE_ALL))
+        finally:
+            await r.aclose()
 
     async def stream_last_seq(self) -> int:
         assert self.nc is not None

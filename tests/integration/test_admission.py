@@ -10,9 +10,7 @@ from typing import Any
 
 import msgspec
 import pytest
-import redis.asyncio as aioredis
 
-from clearance_runtime.storage import keys
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, group, publish
 from tests.support.policies import policy
@@ -48,13 +46,6 @@ def expected(n: int) -> bool:
     return n % 2 == 0 and n % 3 != 0
 
 
-async def entries(system: System) -> int:
-    r = aioredis.from_url(system.settings.redis_url)
-    try:
-        return int(await r.zcard(keys.CACHE_ALL))
-    finally:
-        await r.aclose()
-
 
 async def flood(system: System, numbers: range) -> list[dict[str, Any]]:
     assert system.nc is not None
@@ -76,7 +67,7 @@ async def test_a_scan_is_answered_exactly_without_an_entry_per_answer(system: Sy
     replies = await flood(system, range(FLOOD))
     assert [r["allowed"] for r in replies] == [expected(n) for n in range(FLOOD)]
     assert not any(r["cached"] for r in replies)
-    stored = await entries(system)
+    stored = await system.cache_entries()
     assert stored < FLOOD // 2, f"{stored} of {FLOOD} answers stored during a scan"
     # A question of the scan asked again is stored then, and hit from then on.
     again = question(FLOOD - 2)
@@ -92,4 +83,4 @@ async def test_at_a_human_pace_every_answer_is_stored_and_hit(system: System) ->
         assert first["allowed"] is expected(n) and first["cached"] is False
         second = await system.request("clearance.v1.check", question(n))
         assert second["allowed"] is expected(n) and second["cached"] is True
-    assert await entries(system) == 20
+    assert await system.cache_entries() == 20

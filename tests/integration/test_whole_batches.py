@@ -11,10 +11,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
 
 from clearance_decision.decider import WHOLE_BATCH
-from clearance_runtime.storage import keys
 from tests.conftest import Servers
 from tests.integration.harness import System, cluster, group, publish
 from tests.support.policies import policy
@@ -53,13 +51,6 @@ async def answers(system: System, revision: int, principal: dict[str, Any] = ALI
     return [(r["decision"], r["cached"]) for r in reply["results"]]
 
 
-async def entries(system: System) -> int:
-    r = aioredis.from_url(system.settings.redis_url)
-    try:
-        return int(await r.zcard(keys.CACHE_ALL))
-    finally:
-        await r.aclose()
-
 
 async def change(system: System, kind: str, obj: dict[str, Any]) -> int:
     await publish(system, kind, obj)
@@ -70,13 +61,13 @@ async def test_a_batch_that_missed_is_one_entry_and_answers_again_from_it(
         system: System) -> None:
     revision = await system.settle()
     assert await answers(system, revision) == [("allow", False)] * len(CLUSTERS)
-    assert await entries(system) == 1
+    assert await system.cache_entries() == 1
     assert await answers(system, revision) == [("allow", True)] * len(CLUSTERS)
     # Another order is another batch; a small batch is cached answer by answer.
     assert await answers(system, revision, asked=CLUSTERS[::-1]) == [
         ("allow", False)] * len(CLUSTERS)
     assert await answers(system, revision, asked=CLUSTERS[:2]) == [("allow", False)] * 2
-    assert await entries(system) == 2 + 2
+    assert await system.cache_entries() == 2 + 2
 
 
 async def test_a_policy_change_about_one_cluster_drops_the_whole_batch(

@@ -26,7 +26,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import msgspec
@@ -227,17 +227,7 @@ class Responder:
             metrics.BOUND.decision(subject, "internal").inc(len(batch))
         metrics.observe_many(metrics.BOUND.latency(subject), time.perf_counter() - started,
                              len(batch))
-        # The common case published directly: a coroutine frame per reply through
-        # ``_send`` was a visible part of a cached check (the echo has none).
-        publish, limit = self._nc.publish, self._nc.max_payload
-        for msg, reply in zip(batch, replies, strict=True):
-            if msg.reply and len(reply) <= limit:
-                try:
-                    await publish(msg.reply, reply)
-                except Exception as exc:
-                    log.warning("reply_failed", subject=subject, error=str(exc))
-            else:
-                await self._send(subject, msg, reply)
+        await self._send(subject, batch, replies)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -252,26 +242,34 @@ class Responder:
         if logs.LEVEL <= logging.DEBUG:  # one line per request costs throughput: opt-in
             log.debug("request", subject=subject, request_id=request_id_of(body),
                       result=result, ms=round(elapsed * 1000, 3))
-        await self._send(subject, msg, reply)
+        await self._send(subject, [msg], [reply])
 
-    async def _send(self, subject: str, msg: Msg, reply: bytes) -> None:
-        """Publish the reply; one the server would refuse for its size is replaced by a
-        ``bad_request`` naming the limit, so the requester never waits for nothing."""
-        if not msg.reply:
-            return
-        limit = self._nc.max_payload
-        if len(reply) > limit:
-            rid = request_id_of(msg.data)
-            log.warning("reply_too_large", subject=subject, request_id=rid, size=len(reply),
-                        max_payload=limit)
-            metrics.BOUND.decision(subject, "bad_request").inc()
-            reply = error_reply(BadRequest(
-                f"the reply ({len(reply)} bytes) exceeds the NATS server's max_payload of "
-                f"{limit} bytes; ask for less in one request"), rid)
-        try:
-            await self._nc.publish(msg.reply, reply)
-        except Exception as exc:
-            log.warning("reply_failed", subject=subject, error=str(exc))
+    async def _send(self, subject: str, msgs: Sequence[Msg], replies: Sequence[bytes]
+                    ) -> None:
+        """Publish each reply; one the server would refuse for its size is replaced by a
+        ``bad_request`` naming the limit, so the requester never waits for nothing. One
+        loop for a batch's replies: a coroutine frame per reply was a visible part of a
+        cached check (the echo has none)."""
+        publish, limit = self._nc.publish, self._nc.max_payload
+        for msg, answer in zip(msgs, replies, strict=True):
+            if not msg.reply:
+                continue
+            sent = answer if len(answer) <= limit else \
+                self._too_large(subject, msg, answer, limit)
+            try:
+                await publish(msg.reply, sent)
+            except Exception as exc:
+                log.warning("reply_failed", subject=subject, error=str(exc))
+
+    @staticmethod
+    def _too_large(subject: str, msg: Msg, reply: bytes, limit: int) -> bytes:
+        rid = request_id_of(msg.data)
+        log.warning("reply_too_large", subject=subject, request_id=rid, size=len(reply),
+                    max_payload=limit)
+        metrics.BOUND.decision(subject, "bad_request").inc()
+        return error_reply(BadRequest(
+            f"the reply ({len(reply)} bytes) exceeds the NATS server's max_payload of "
+            f"{limit} bytes; ask for less in one request"), rid)
 
     async def stop(self) -> None:
         for sub in self._subs:

@@ -119,13 +119,20 @@ class Decider:
     def count_hits(self, decided: Counter[str]) -> None:
         """Count cache hits answered, by decision (once per batch: a labelled counter's
         increment per check was a visible part of a hit)."""
-        hits = sum(decided.values())
-        self.admission.counted(hits, 0)
+        self._count_lookups(sum(decided.values()), 0)
+        for decision, count in decided.items():
+            metrics.BOUND.decision("check", decision).inc(count)
+
+    def _count_lookups(self, hits: int, misses: int) -> None:
+        """Lookups answered from the cache (``hits``) and evaluated (``misses``): the
+        status's totals, the metrics and the admission's windows, in one place."""
+        self.admission.counted(hits, misses)
         if hits:
             self._cache.hits += hits
             metrics.BOUND.cache_hit.inc(hits)
-        for decision, count in decided.items():
-            metrics.BOUND.decision("check", decision).inc(count)
+        if misses:
+            self._cache.misses += misses
+            metrics.BOUND.cache_miss.inc(misses)
 
     async def decide(
         self, principal: Principal, checks: Sequence[BatchItem], *, explain: bool,
@@ -163,11 +170,7 @@ class Decider:
                         results[index] = _hit(blob, blobs[len(checks) + index] if explain
                                               else None, now, explain=explain)
         hits = sum(r is not None for r in results)
-        self._cache.hits += hits
-        self._cache.misses += len(checks) - hits
-        self.admission.counted(hits, len(checks) - hits)
-        metrics.BOUND.cache_hit.inc(hits)
-        metrics.BOUND.cache_miss.inc(len(checks) - hits)
+        self._count_lookups(hits, len(checks) - hits)
         missing = [i for i, r in enumerate(results) if r is None]
         if missing:
             revision = await self._evaluate(
@@ -263,11 +266,7 @@ class Decider:
             out.append(result)
         # Counted once per batch: a labelled counter's increment per check was a visible
         # part of a miss.
-        answered = sum(decided.values())
-        self._cache.misses += answered
-        self.admission.counted(0, answered)
-        if answered:
-            metrics.BOUND.cache_miss.inc(answered)
+        self._count_lookups(0, sum(decided.values()))
         for decision, count in decided.items():
             metrics.BOUND.decision("check", decision).inc(count)
         await self._store(state, entries)
