@@ -118,28 +118,7 @@ def _subjects(rules: Mapping[str, EffectiveRule]) -> _Subjects:
 def matching_names(rules: Mapping[str, EffectiveRule], identity: Identity) -> set[str]:
     """The names of the rules whose subjects match (:func:`subjects_match`), found by
     subject rather than by asking every rule: a target on a long path holds about 30
-    rules, and every uncached check reads one or more targets' (docs/performance.md).
-    The set returned is read, never changed: the last one is kept, because a check asks
-    for the same rules and principal twice in a row (its decision, then its warnings)."""
-    last = _last
-    if last[0] is rules and last[1] is identity:
-        return last[2]
-    names = _matching_names(rules, identity)
-    _set_last((rules, identity, names))
-    return names
-
-
-#: (rules, identity, names) of the last :func:`matching_names`; replaced whole (one
-#: assignment, so a reader in another thread sees one call's three or another's).
-_last: tuple[object, object, set[str]] = (None, None, set())
-
-
-def _set_last(value: tuple[object, object, set[str]]) -> None:
-    global _last  # noqa: PLW0603 - a one-entry memo, swapped atomically
-    _last = value
-
-
-def _matching_names(rules: Mapping[str, EffectiveRule], identity: Identity) -> set[str]:
+    rules, and every uncached check reads one or more targets' (docs/performance.md)."""
     if len(rules) < _SCAN_BELOW:
         return {name for name, found in rules.items() if subjects_match(found.rule, identity)}
     index = _subjects(rules)

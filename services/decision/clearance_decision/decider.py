@@ -212,15 +212,15 @@ class Decider:
                           for i in missing), self._budget)
         entries: list[Entry] = []
         admit = self.admission.admit
-        # A whole batch is stored (or not) as its one entry.
-        stored = whole is None or admit(whole)
+        # A whole batch is stored (or not) as its one entry; else each answer on its own.
+        whole_stored = whole is not None and admit(whole)
         for i in missing:
             key = entry_key(digests[i])
+            stored = whole_stored if whole is not None else admit(key)
             # Validity is measured from when the evaluation started (before the read).
             results[i] = self._result(
                 snapshot, identity, checks[i], pkey=pkey, cluster=clusters[i],
-                key=key, now=started,
-                entries=entries if stored and (whole is not None or admit(key)) else None,
+                key=key, now=started, entries=entries if stored else None,
                 trace_key=trace_key(digests[i]) if explain else None,
                 packed=whole is None)
         if whole is not None and entries:
